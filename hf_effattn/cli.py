@@ -1,0 +1,39 @@
+"""The ``hf-effattn`` command: ``list``, ``convert``, ``bench``, ``train-task``, ``demo``.
+
+Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args)``.
+Those modules import their heavy dependencies (datasets, accelerate, matplotlib) inside ``run`` so
+that building the parser stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+SUBCOMMANDS = {
+    "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),
+    "convert": ("hf_effattn.conversion", "Convert a RoBERTa/BERT/ViT checkpoint to an efficient-attention model."),
+    "bench": ("hf_effattn.benchmark", "Time and measure memory of the mechanisms against SDPA."),
+    "train-task": ("hf_effattn.synthetic_tasks", "Train on a synthetic long-range task (adding, temporal order, ListOps)."),
+    "demo": ("hf_effattn.demo", "Offline demo: fine-tune a small encoder, publish it as a Hub-ready folder, reload it."),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="hf-effattn", description=__doc__.splitlines()[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (module, help_text) in SUBCOMMANDS.items():
+        sub = commands.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(module=module)
+        importlib.import_module(module).add_arguments(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return importlib.import_module(args.module).run(args) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,118 @@
+"""Kerformer: kernel attention with sigmoid queries, softmax keys and SE-K reweighting of the keys.
+
+Paper: Gan et al., "Kerformer: a linear transformer with kernel-based attention", Frontiers in
+Neurorobotics 2023, Sec. 3 (Eqs. 4-9) and Sec. 3.5 (SE-K, Fig. 4).
+
+Per head, with ``phi = sigmoid`` applied elementwise (Eq. 7) and ``varphi = softmax`` over the head
+width for each token (Eq. 8, "row by row")::
+
+    K' = SE-K(varphi(K))                                              [B, h, N, d]
+    out_i = phi(q_i) (sum_j K'_j^T v_j) / (phi(q_i) . sum_j K'_j + eps)   (Eq. 9)
+
+with sums over real tokens only (pads are zeroed in K'), computed right to left so that only
+``d x d`` summaries are built.
+
+SE-K (``se_mode``):
+
+* ``"token"`` (default, the paper's locality-enhancing reweighting, Fig. 5): the masked mean of
+  ``varphi(K)`` over N gives a d-vector per head; two linear layers ``d -> d / se_reduction -> N_max``
+  with no ReLU between them (the paper removes it) and a sigmoid give one weight per position;
+  token j's key row is multiplied by the weight at its position, counted among real tokens so that
+  left padding is invariant. ``N_max`` is the model's maximum length, so longer inputs are an error.
+* ``"channel"`` (our length-agnostic addition): the same pooled vector, ``d -> d / se_reduction -> d``,
+  sigmoid, scaling the key channels.
+* ``"none"``: the paper's ablation "Sigmoid(Q) + Softmax(K)" (Table 6).
+
+The SE-K layers are shared by the heads. The attention matrix this implies is
+``A_ij = phi(q_i) . K'_j / (phi(q_i) . sum_j K'_j + eps)``.
+
+Cost: O(N d^2) time, O(N d) memory per head.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require
+from .masking import token_ranks, zero_pads
+
+SE_MODES = ("token", "channel", "none")
+
+
+@dataclass(frozen=True)
+class KerformerSettings(AttentionSettings):
+    """``se_mode``: ``"token"`` | ``"channel"`` | ``"none"`` (see the module docstring).
+    ``se_reduction``: reduction ratio of SE-K's first layer (d -> d / ratio).
+    ``eps``: added to the normaliser of Eq. 9."""
+
+    se_mode: str = "token"
+    se_reduction: int = 4
+    eps: float = 1e-6
+
+    def check(self, hidden_size, num_heads, max_length):
+        require(self.se_mode in SE_MODES, "se_mode", self.se_mode, f"one of {', '.join(SE_MODES)}")
+        head_dim = hidden_size // num_heads
+        require(isinstance(self.se_reduction, int) and 1 <= self.se_reduction <= head_dim, "se_reduction",
+                self.se_reduction, f"an integer in [1, head width = {head_dim}]")
+        require(self.eps > 0, "eps", self.eps, "> 0")
+        require(self.se_mode != "token" or bool(max_length), "se_mode", self.se_mode,
+                "'channel' or 'none' when the model has no maximum length ('token' needs one weight per position)")
+
+
+@register_attention("kerformer")
+class KerformerAttention(EfficientAttention):
+    """Sigmoid/softmax kernel attention with SE-K reweighting of the keys."""
+
+    settings_class = KerformerSettings
+    paper = "Gan et al., Kerformer, Frontiers in Neurorobotics 2023"
+    equations = "Sec. 3.3, Eqs. 7-9; SE-K Sec. 3.5"
+    complexity = "O(N d^2) time, O(N d) memory"
+
+    def __init__(self, hidden_size, num_heads, settings, **kwargs):
+        super().__init__(hidden_size, num_heads, settings, **kwargs)
+        if settings.se_mode != "none":
+            squeezed = max(1, self.head_dim // settings.se_reduction)
+            outputs = self.max_length if settings.se_mode == "token" else self.head_dim
+            self.se_reduce = nn.Linear(self.head_dim, squeezed)
+            self.se_expand = nn.Linear(squeezed, outputs)
+
+    @property
+    def needs_max_length(self) -> bool:  # only the per-position weights of se_mode="token" are sized by N_max
+        return self.settings.se_mode == "token"
+
+    def reweight_keys(self, keys: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape."""
+        mode = self.settings.se_mode
+        if mode == "none":
+            return keys
+        batch, _, length, _ = keys.shape
+        if padding_mask is None:
+            pooled = keys.mean(2)
+        else:
+            pooled = keys.sum(2) / padding_mask.sum(-1).clamp(min=1)[:, None, None].to(keys.dtype)
+        weights = torch.sigmoid(self.se_expand(self.se_reduce(pooled)))  # [B, h, N_max] or [B, h, d]
+        if mode == "channel":
+            return keys * weights[:, :, None, :]
+        ranks = token_ranks(padding_mask, batch, length, keys.device)  # [B, N]
+        per_token = torch.gather(weights, 2, ranks[:, None, :].expand(-1, weights.shape[1], -1))
+        return keys * per_token[..., None]
+
+    def kernel_features(self, hidden_states, padding_mask):
+        """``phi(Q)``, reweighted ``varphi(K)`` (pads zeroed) and ``V``, each ``[B, h, N, d]``."""
+        query, key, value = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+        keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
+        return torch.sigmoid(query), self.reweight_keys(keys, padding_mask), value
+
+    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        self.check_length(hidden_states.shape[1])
+        query, keys, value = self.kernel_features(hidden_states, padding_mask)
+        summary = torch.matmul(keys.transpose(-1, -2), value)  # sum_j K'_j^T v_j, [B, h, d, d]
+        normaliser = torch.matmul(query, keys.sum(2).unsqueeze(-1)) + self.settings.eps  # [B, h, N, 1]
+        context = torch.matmul(query, summary) / normaliser
+        attentions = None
+        if output_attentions:
+            attentions = torch.matmul(query, keys.transpose(-1, -2)) / normaliser
+        return AttentionOutput(self.merge_heads(context), attentions=attentions)

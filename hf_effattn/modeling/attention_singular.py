@@ -1,0 +1,139 @@
+"""Singularformer: attention through a learned SVD of the attention matrix.
+
+Paper: Wu et al., "Singularformer: Learning to Decompose Self-Attention to Linearize the
+Complexity of Transformer", IJCAI 2023, Sec. 3 (Eqs. 8-18).
+
+One shared projection gives the logits of both singular-vector matrices (Eq. 14)::
+
+    P         = X W_a + b_a                                   [B, N, r]
+    alpha_hat = softmax over N of P^T   (pads excluded)       [B, r, N]   pools N tokens into r
+    alpha     = softmax over r of P                           [B, N, r]   unpools r back to N
+
+Per head (Eq. 18), with ``S`` the ``r x r`` score matrix::
+
+    Q~, K~, V~ = alpha_hat Q, alpha_hat K, alpha_hat V         [B, h, r, d]
+    S          = Q~ K~^T / sqrt(d)  (+ previous layer's S)     [B, h, r, r]
+    A'         = softmax(S)                                    (Eq. 9)
+    H          = alpha (A' V~)                                 [B, h, N, d]
+
+The attention matrix this implies is ``alpha A' alpha_hat`` (N x N, never built in ``forward``).
+
+Choices (see MECHANISMS.md):
+
+* ``pool_before_projection=True`` pools X before the Q/K/V projections, as the authors' code does;
+  equal in exact arithmetic to pooling Q, K and V (rows of ``alpha_hat`` sum to one and the
+  projections are affine) and cheaper.
+* ``residual_attention=True`` adds the previous layer's pre-softmax scores S (RealFormer, Sec. 3.1);
+  they accumulate through the stack, carried as ``state``.
+* Auxiliary losses (Eqs. 15-17), training only, pads excluded. Eq. 15's second term is the
+  ``r x r`` Gram matrix of the pooling matrix (the paper's ``alpha_V alpha_V^T`` would be N x N)::
+
+      L_orth = ||(alpha_hat alpha_hat^T) o (1 - I)||_F^2 / r^2 + ||(alpha^T alpha) o (1 - I)||_F^2 / r^2
+      L_diag = ||A' o (1 - I)||_F^2 / r^2
+
+  averaged over batch and heads; this layer returns ``gamma_1 L_orth + gamma_2 L_diag`` and the
+  encoder takes the plain mean over layers.
+
+Cost: O(N r C) time and O(N r) memory beyond the projections; ``r`` defaults to the head width.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require
+from .masking import masked_softmax, zero_pads
+
+
+@dataclass(frozen=True)
+class SingularformerSettings(AttentionSettings):
+    """``rank``: r, the number of pseudo-tokens (None: the head width, as the paper fixes it).
+    ``residual_attention``: add the previous layer's scores (Sec. 3.1).
+    ``gamma_orthogonal`` / ``gamma_diagonal``: weights of Eqs. 15 and 16 in Eq. 17 (Table 2: 0.01).
+    ``pool_before_projection``: pool X rather than Q, K, V (the authors' code)."""
+
+    rank: int | None = None
+    residual_attention: bool = True
+    gamma_orthogonal: float = 0.01
+    gamma_diagonal: float = 0.01
+    pool_before_projection: bool = True
+
+    def check(self, hidden_size, num_heads, max_length):
+        require(self.rank is None or (isinstance(self.rank, int) and self.rank >= 1), "rank", self.rank,
+                "a positive integer, or None for the head width")
+        require(self.gamma_orthogonal >= 0, "gamma_orthogonal", self.gamma_orthogonal, ">= 0")
+        require(self.gamma_diagonal >= 0, "gamma_diagonal", self.gamma_diagonal, ">= 0")
+
+
+def off_diagonal_energy(gram: torch.Tensor) -> torch.Tensor:
+    """``||G o (1 - I)||_F^2 / r^2`` for each ``r x r`` matrix in ``gram [..., r, r]`` -> ``[...]``."""
+    r = gram.shape[-1]
+    total = gram.pow(2).sum((-1, -2))
+    diagonal = torch.diagonal(gram, dim1=-2, dim2=-1).pow(2).sum(-1)
+    return (total - diagonal) / r**2
+
+
+@register_attention("singularformer")
+class SingularformerAttention(EfficientAttention):
+    """Learned-SVD attention; ``state`` is the previous layer's score matrix S ``[B, h, r, r]``."""
+
+    settings_class = SingularformerSettings
+    paper = "Wu et al., Singularformer, IJCAI 2023"
+    equations = "Sec. 3, Eqs. 9-18"
+    complexity = "O(N r C) time, O(N r) memory"
+    carries_state = True
+    has_aux_loss = True
+
+    def __init__(self, hidden_size, num_heads, settings, **kwargs):
+        super().__init__(hidden_size, num_heads, settings, **kwargs)
+        self.rank = settings.rank or self.head_dim
+        self.pooling = nn.Linear(hidden_size, self.rank)  # W_a, b_a of Eq. 14
+
+    def singular_vectors(self, hidden_states, padding_mask):
+        """``alpha_hat [B, r, N]`` (pooling, pads get zero weight) and ``alpha [B, N, r]`` (unpooling)."""
+        logits = self.pooling(hidden_states)
+        keep = None if padding_mask is None else padding_mask[:, None, :]
+        alpha_hat = masked_softmax(logits.transpose(1, 2), keep, dim=-1)
+        alpha = torch.softmax(logits, dim=-1)
+        return alpha_hat, alpha
+
+    def pooled_qkv(self, hidden_states, alpha_hat):
+        """Pseudo-token queries, keys and values, each ``[B, h, r, d]``."""
+        projections = (self.query, self.key, self.value)
+        if self.settings.pool_before_projection:
+            pooled = torch.matmul(alpha_hat, hidden_states)
+            return tuple(self.split_heads(proj(pooled)) for proj in projections)
+        return tuple(self.split_heads(torch.matmul(alpha_hat, proj(hidden_states))) for proj in projections)
+
+    def scores(self, query, key, state):
+        """``S = Q~ K~^T / sqrt(d)``, plus the previous layer's S when residual attention is on."""
+        scores = torch.matmul(query, key.transpose(-1, -2)) * self.head_dim**-0.5
+        if self.settings.residual_attention and state is not None:
+            scores = scores + state
+        return scores
+
+    def auxiliary_loss(self, alpha_hat, alpha, core, padding_mask):
+        """``gamma_1 L_orth + gamma_2 L_diag`` (Eqs. 15-17), a scalar averaged over batch and heads."""
+        alpha = zero_pads(alpha, padding_mask)
+        orthogonal = off_diagonal_energy(alpha_hat @ alpha_hat.transpose(1, 2)) + off_diagonal_energy(
+            alpha.transpose(1, 2) @ alpha
+        )
+        diagonal = off_diagonal_energy(core)
+        return self.settings.gamma_orthogonal * orthogonal.mean() + self.settings.gamma_diagonal * diagonal.mean()
+
+    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        alpha_hat, alpha = self.singular_vectors(hidden_states, padding_mask)
+        query, key, value = self.pooled_qkv(hidden_states, alpha_hat)
+        scores = self.scores(query, key, state)
+        core = torch.softmax(scores, dim=-1)  # A', [B, h, r, r]
+        pooled_context = self.merge_heads(torch.matmul(self.dropout(core), value))  # [B, r, C]
+        context = torch.matmul(alpha, pooled_context)
+        aux_loss = self.auxiliary_loss(alpha_hat, alpha, core, padding_mask) if self.training else None
+        attentions = alpha[:, None] @ core @ alpha_hat[:, None] if output_attentions else None
+        return AttentionOutput(
+            context, state=scores if self.settings.residual_attention else None, aux_loss=aux_loss,
+            attentions=attentions,
+        )

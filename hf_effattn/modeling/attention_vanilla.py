@@ -1,0 +1,61 @@
+"""Vanilla softmax attention, the reference and the baseline: ``softmax(Q K^T / sqrt(d)) V``.
+
+Two registered names with RoBERTa's and ViT's exact arithmetic (scores scaled by ``d^-1/2``, pads
+filled with the dtype's lowest value, softmax in float32, dropout on the probabilities):
+
+* ``eager``: the matrix product written out; the only one that can return the attention matrix.
+* ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention``, which picks a fused kernel.
+
+Cost: O(N^2) time and, for ``eager``, O(N^2) memory.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from .attention_base import AttentionOutput, EfficientAttention, register_attention
+from .masking import masked_fill_min
+
+
+@register_attention("eager")
+class EagerAttention(EfficientAttention):
+    """Softmax attention written out; returns the ``[B, h, N, N]`` probabilities when asked."""
+
+    paper = "Vaswani et al., Attention Is All You Need (2017)"
+    equations = "Eq. 1"
+    complexity = "O(N^2 d) time, O(N^2) memory"
+
+    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values, each ``[B, h, N, d]``."""
+        return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+
+    def probabilities(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """``softmax(Q K^T / sqrt(d))`` over real keys, ``[B, h, N, N]``."""
+        scores = torch.matmul(query, key.transpose(-1, -2)) * self.head_dim**-0.5
+        keep = None if padding_mask is None else padding_mask[:, None, None, :]
+        return torch.softmax(masked_fill_min(scores, keep), dim=-1, dtype=torch.float32).to(query.dtype)
+
+    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        query, key, value = self.project(hidden_states)
+        probs = self.probabilities(query, key, padding_mask)
+        context = torch.matmul(self.dropout(probs), value)
+        return AttentionOutput(self.merge_heads(context), attentions=probs if output_attentions else None)
+
+
+@register_attention("sdpa")
+class SdpaAttention(EagerAttention):
+    """Softmax attention through PyTorch's fused ``scaled_dot_product_attention``."""
+
+    complexity = "O(N^2 d) time, O(N) memory with a fused kernel"
+
+    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        if output_attentions:
+            return super().forward(hidden_states, padding_mask, state, output_attentions)
+        query, key, value = self.project(hidden_states)
+        mask = None if padding_mask is None else padding_mask[:, None, None, :]
+        context = F.scaled_dot_product_attention(
+            query, key, value, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0,
+            scale=self.head_dim**-0.5,
+        )
+        return AttentionOutput(self.merge_heads(context))

@@ -1,0 +1,29 @@
+"""Every registered attention mechanism, imported so that it registers, and the registry's API.
+
+Import mechanisms from here (not from ``attention_base``) to be sure the registry is complete.
+"""
+
+from .attention_base import (
+    AttentionOutput,
+    AttentionSettings,
+    EfficientAttention,
+    build_attention,
+    build_settings,
+    describe_attention,
+    get_attention_class,
+    list_attentions,
+    register_attention,
+)
+# Registration order is the order of ``list_attentions()``: the four papers, then the baselines.
+from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
+from .attention_kerformer import KerformerAttention, KerformerSettings  # isort: skip
+from .attention_dba import DBAAttention, DBASettings  # isort: skip
+from .attention_psf import PSFAttention, PSFSettings  # isort: skip
+from .attention_vanilla import EagerAttention, SdpaAttention  # isort: skip
+
+__all__ = [
+    "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
+    "describe_attention", "get_attention_class", "list_attentions", "register_attention",
+    "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
+    "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
+]

@@ -129,8 +129,9 @@ class EfficientAttention(nn.Module):
                 "larger max_position_embeddings."
             )
 
-    def reset_parameters(self) -> None:
-        """Initialise the mechanism's own parameters (the projections are initialised by the model)."""
+    def reset_parameters(self, std: float = 0.02) -> None:
+        """Initialise the mechanism's own raw parameters with ``transformers.initialization`` functions (which
+        skip loaded ones); ``nn.Linear`` sub-modules, the projections included, are initialised by the model."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.settings.to_dict().items())

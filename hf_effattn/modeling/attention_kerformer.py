@@ -70,18 +70,16 @@ class KerformerAttention(EfficientAttention):
     paper = "Gan et al., Kerformer, Frontiers in Neurorobotics 2023"
     equations = "Sec. 3.3, Eqs. 7-9; SE-K Sec. 3.5"
     complexity = "O(N d^2) time, O(N d) memory"
+    needs_max_length = True  # under the default se_mode="token"; each instance sets its own
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
+        self.needs_max_length = settings.se_mode == "token"  # only token mode sizes weights by N_max
         super().__init__(hidden_size, num_heads, settings, **kwargs)
         if settings.se_mode != "none":
             squeezed = max(1, self.head_dim // settings.se_reduction)
             outputs = self.max_length if settings.se_mode == "token" else self.head_dim
             self.se_reduce = nn.Linear(self.head_dim, squeezed)
             self.se_expand = nn.Linear(squeezed, outputs)
-
-    @property
-    def needs_max_length(self) -> bool:  # only the per-position weights of se_mode="token" are sized by N_max
-        return self.settings.se_mode == "token"
 
     def reweight_keys(self, keys: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape."""

@@ -34,7 +34,8 @@ class EagerAttention(EfficientAttention):
         """``softmax(Q K^T / sqrt(d))`` over real keys, ``[B, h, N, N]``."""
         scores = torch.matmul(query, key.transpose(-1, -2)) * self.head_dim**-0.5
         keep = None if padding_mask is None else padding_mask[:, None, None, :]
-        return torch.softmax(masked_fill_min(scores, keep), dim=-1, dtype=torch.float32).to(query.dtype)
+        softmax_dtype = torch.promote_types(scores.dtype, torch.float32)  # at least float32, float64 stays
+        return torch.softmax(masked_fill_min(scores, keep), dim=-1, dtype=softmax_dtype).to(query.dtype)
 
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         query, key, value = self.project(hidden_states)

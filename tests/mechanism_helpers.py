@@ -1,0 +1,51 @@
+"""Shared builders for the mechanism-layer tests: small mechanisms with random weights, padded batches."""
+
+from __future__ import annotations
+
+import torch
+
+import hf_effattn
+
+EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
+MECHANISMS = EFFICIENT + ["eager", "sdpa"]
+HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
+
+
+def build(name: str, settings: dict | None = None, *, dtype=torch.float64, layer_idx: int = 0, seed: int = 0,
+          hidden: int = HIDDEN, heads: int = HEADS, max_length: int | None = MAX_LENGTH, std: float = 0.3):
+    """Mechanism ``name`` in eval mode with every parameter drawn from ``N(0, std^2)``, so that no
+    weight sits at a degenerate initial value (PSF's identity factors, DBA's tiny Z)."""
+    torch.manual_seed(seed)
+    attn = hf_effattn.build_attention(name, hidden, heads, settings, max_length=max_length, layer_idx=layer_idx)
+    with torch.no_grad():
+        for parameter in attn.parameters():
+            parameter.normal_(0.0, std)
+    return attn.to(dtype).eval()
+
+
+def pad(sequences: list[torch.Tensor], sides: list[str], length: int, seed: int = 1, scale: float = 1.0):
+    """Batch ``sequences`` (each ``[L_b, C]``) to ``length``, padding each on its side ("right" or
+    "left"); pads hold random noise of size ``scale``, so they are never innocuous zeros.
+    Returns ``x [B, N, C]`` and ``padding_mask [B, N]`` (True = real)."""
+    generator = torch.Generator().manual_seed(seed)
+    width, dtype = sequences[0].shape[1], sequences[0].dtype
+    x = scale * torch.randn(len(sequences), length, width, generator=generator, dtype=dtype)
+    mask = torch.zeros(len(sequences), length, dtype=torch.bool)
+    for b, (sequence, side) in enumerate(zip(sequences, sides)):
+        start = 0 if side == "right" else length - len(sequence)
+        x[b, start : start + len(sequence)] = sequence
+        mask[b, start : start + len(sequence)] = True
+    return x, mask
+
+
+def random_batch(lengths: list[int], sides: list[str], length: int, *, dtype=torch.float64, seed: int = 0,
+                 width: int = HIDDEN):
+    """A padded batch of random sequences of the given real ``lengths``: ``x [B, N, C]``, ``mask [B, N]``."""
+    generator = torch.Generator().manual_seed(seed)
+    sequences = [torch.randn(n, width, generator=generator, dtype=dtype) for n in lengths]
+    return pad(sequences, sides, length, seed=seed + 1)
+
+
+def mixed_batch(dtype=torch.float64, width: int = HIDDEN):
+    """Four sequences in ``N = 10``: full, right-padded, left-padded, a single real token."""
+    return random_batch([10, 6, 3, 1], ["right", "right", "left", "left"], 10, dtype=dtype, width=width)

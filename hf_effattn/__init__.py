@@ -1,9 +1,18 @@
 """hf_effattn: efficient, linear-cost attention mechanisms for Hugging Face Transformers encoders.
 
-The package surface: the registry of mechanisms (``list_attentions``, ``register_attention``,
-``build_attention``, ``describe_attention``). The model code itself lives in the flat folder
-``hf_effattn/modeling`` so that saved checkpoints carry it as remote code.
+The package surface:
+
+* the registry of mechanisms (``list_attentions``, ``register_attention``, ``build_attention``,
+  ``describe_attention``);
+* the Transformers classes: configs (``EffAttnRobertaConfig``, ``EffAttnViTConfig``), encoders and heads
+  (``EffAttnRoberta*``, ``EffAttnViT*``), registered with the ``Auto*`` classes on import;
+* model presets (``list_models``, ``create_model``).
+
+The model code itself lives in the flat folder ``hf_effattn/modeling`` so that saved checkpoints carry it
+as remote code.
 """
+
+import transformers
 
 from .modeling.attentions import (
     AttentionOutput,
@@ -16,10 +25,49 @@ from .modeling.attentions import (
     list_attentions,
     register_attention,
 )
+from .modeling.configuration_effattn import EffAttnRobertaConfig, EffAttnViTConfig
+from .modeling.encoder import EffAttnEncoder, EffAttnRobertaLayer, EffAttnViTLayer
+from .modeling.modeling_effattn_roberta import AUTO_CLASSES as _TEXT_AUTO_CLASSES
+from .modeling.modeling_effattn_roberta import (
+    EffAttnRobertaForMaskedLM,
+    EffAttnRobertaForMultipleChoice,
+    EffAttnRobertaForQuestionAnswering,
+    EffAttnRobertaForSequenceClassification,
+    EffAttnRobertaForTokenClassification,
+    EffAttnRobertaModel,
+    EffAttnRobertaPreTrainedModel,
+)
+from .modeling.modeling_effattn_vit import AUTO_CLASSES as _VISION_AUTO_CLASSES
+from .modeling.modeling_effattn_vit import (
+    EffAttnViTForImageClassification,
+    EffAttnViTForMaskedImageModeling,
+    EffAttnViTModel,
+    EffAttnViTPreTrainedModel,
+)
+from .presets import create_config, create_model, list_models
 
 __version__ = "0.1.0"
+
+
+def _register_with_auto_classes() -> None:
+    """``AutoConfig`` knows our model types, and every ``Auto*`` class our heads."""
+    for config_class, auto_classes in (
+        (EffAttnRobertaConfig, _TEXT_AUTO_CLASSES), (EffAttnViTConfig, _VISION_AUTO_CLASSES)
+    ):
+        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
+        for auto_class, model_class in auto_classes.items():
+            getattr(transformers, auto_class).register(config_class, model_class, exist_ok=True)
+
+
+_register_with_auto_classes()
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
     "describe_attention", "get_attention_class", "list_attentions", "register_attention",
+    "EffAttnRobertaConfig", "EffAttnViTConfig", "EffAttnEncoder", "EffAttnRobertaLayer", "EffAttnViTLayer",
+    "EffAttnRobertaPreTrainedModel", "EffAttnRobertaModel", "EffAttnRobertaForMaskedLM",
+    "EffAttnRobertaForSequenceClassification", "EffAttnRobertaForTokenClassification",
+    "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice",
+    "EffAttnViTPreTrainedModel", "EffAttnViTModel", "EffAttnViTForImageClassification",
+    "EffAttnViTForMaskedImageModeling", "create_config", "create_model", "list_models",
 ]

@@ -1,0 +1,108 @@
+"""``hf-effattn convert``: a RoBERTa, BERT or ViT checkpoint (or one of ours) -> a Hub-ready folder with
+another attention mechanism.
+
+    hf-effattn convert FacebookAI/roberta-base --attention_type kerformer --output_dir roberta-base-kerformer
+
+The folder holds ``model.safetensors``, ``config.json`` (with ``attention_type``, ``attention_config`` and an
+``auto_map`` naming every head), the flat remote-code files, and the checkpoint's tokenizer or image
+processor when it has one: ``AutoModel*.from_pretrained(folder, trust_remote_code=True)`` loads it without
+this package. Weights the checkpoint shares are reused; the new and the dropped ones are logged.
+
+The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
+encoder. From Python: :func:`convert`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
+from transformers.utils import cached_file, logging
+
+from .modeling.attentions import list_attentions
+from .presets import FAMILIES, TASKS, model_class
+
+logger = logging.get_logger(__name__)
+
+
+def loadable_model_types() -> dict[str, str]:
+    """``model_type -> family`` (``"text"`` or ``"vision"``) for every checkpoint our models load."""
+    families = {}
+    for family, (_, auto_classes, _) in FAMILIES.items():
+        base = auto_classes["AutoModel"]
+        for model_type in (base.config_class.model_type, *base.checkpoint_key_mappings):
+            families[model_type] = family
+    return families
+
+
+def family_of(model_type: str) -> str:
+    """The family whose models load checkpoints of ``model_type``."""
+    families = loadable_model_types()
+    if model_type not in families:
+        raise ValueError(
+            f"Cannot convert a checkpoint of model_type {model_type!r}: one of {', '.join(families)} is needed."
+        )
+    return families[model_type]
+
+
+def task_of(family: str, architectures: list[str] | None) -> str:
+    """The task whose head the checkpoint was saved with (``"base"`` when it has none of ours)."""
+    for task, auto_class in TASKS[family].items():
+        suffix = auto_class.removeprefix("AutoModel")
+        if suffix and any(name.endswith(suffix) for name in architectures or ()):
+            return task
+    return "base"
+
+
+def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
+            attention_config: dict | None = None, convert_attention: bool = False, **config_overrides):
+    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model."""
+    source = PreTrainedConfig.get_config_dict(checkpoint)[0]
+    family = family_of(source.get("model_type"))
+    task = task or task_of(family, source.get("architectures"))
+    model = model_class(family, task).from_pretrained(
+        checkpoint, attention_type=attention_type, attention_config=attention_config,
+        convert_attention=convert_attention, **config_overrides,
+    )
+    model.save_pretrained(output_dir)
+    save_preprocessor(checkpoint, family, output_dir)
+    return model
+
+
+PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is called)
+    "text": (AutoTokenizer, "tokenizer_config.json", "tokenizer"),
+    "vision": (AutoImageProcessor, "preprocessor_config.json", "image processor"),
+}
+
+
+def save_preprocessor(checkpoint: str, family: str, output_dir) -> None:
+    """Copy the checkpoint's tokenizer (text) or image processor (vision) into ``output_dir``, if it has one."""
+    loader, config_file, called = PREPROCESSORS[family]
+    if cached_file(checkpoint, config_file, _raise_exceptions_for_missing_entries=False) is None:
+        logger.warning(f"{checkpoint} has no {called} ({config_file}): add one to {output_dir} before publishing it.")
+        return
+    loader.from_pretrained(checkpoint).save_pretrained(output_dir)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("checkpoint", help="a local folder or Hub id of a RoBERTa, BERT, ViT or hf_effattn checkpoint")
+    parser.add_argument("--attention_type", required=True, choices=list_attentions())
+    parser.add_argument("--attention_config", type=json.loads, default=None, metavar="JSON",
+                        help='the mechanism\'s settings, e.g. \'{"se_mode": "channel"}\' (default: paper defaults)')
+    parser.add_argument("--output_dir", required=True, type=Path)
+    parser.add_argument("--task", choices=sorted({t for tasks in TASKS.values() for t in tasks}), default=None,
+                        help="the head (default: the checkpoint's own, else the bare encoder)")
+    parser.add_argument("--num_labels", type=int, default=None, help="for a new classification head")
+    parser.add_argument("--convert_attention", action="store_true",
+                        help="allow an hf_effattn checkpoint to change mechanism (shared weights are reused)")
+
+
+def run(args) -> int:
+    overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
+    model = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
+                    attention_config=args.attention_config, convert_attention=args.convert_attention, **overrides)
+    print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "
+          f"attention_config={model.config.attention_config}) to {args.output_dir}")
+    return 0

@@ -1,0 +1,402 @@
+"""RoBERTa-style text encoders whose self-attention is any registered mechanism, and their task heads.
+
+Parameter names are RoBERTa's (``roberta.embeddings.*``, ``roberta.encoder.layer.N.attention.self.query``,
+``lm_head.*``, ``classifier.*``, ...), so RoBERTa checkpoints load as they are. BERT checkpoints load after a
+renaming (``bert.`` -> ``roberta.``, BERT's masked-LM head ``cls.predictions.*`` -> ``lm_head.*``) and with
+``roberta_positions=False`` (BERT numbers positions ``0 .. N-1``; RoBERTa from ``pad_token_id + 1``, skipping
+pads). BERT's sequence-classification head (a linear layer on the pooler) differs from RoBERTa's and is not
+reused.
+
+Heads: masked LM, sequence classification (regression, single- and multi-label), token classification,
+question answering (extractive spans), multiple choice. Whenever a head computes a loss it adds the
+mechanisms' auxiliary loss, also returned as ``aux_loss``.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.models.roberta.modeling_roberta import RobertaClassificationHead, RobertaPooler
+from transformers.utils.generic import can_return_tuple
+
+from .configuration_effattn import EffAttnRobertaConfig
+from .encoder import EffAttnEncoder, EffAttnRobertaLayer
+from .outputs import (
+    EffAttnMaskedLMOutput,
+    EffAttnModelOutput,
+    EffAttnMultipleChoiceOutput,
+    EffAttnQuestionAnsweringOutput,
+    EffAttnSequenceClassifierOutput,
+    EffAttnTokenClassifierOutput,
+    head_output,
+    sequence_classification_loss,
+)
+from .pretrained import EffAttnPreTrainedModel, register_auto_classes
+
+BERT_KEY_MAPPING = {
+    r"^bert\.": "roberta.",
+    r"cls\.predictions\.transform\.dense": "lm_head.dense",
+    r"cls\.predictions\.transform\.LayerNorm": "lm_head.layer_norm",
+    r"cls\.predictions\.decoder": "lm_head.decoder",
+    r"cls\.predictions\.bias": "lm_head.bias",
+}
+
+
+class EffAttnRobertaEmbeddings(nn.Module):
+    """Word + position + token-type embeddings, LayerNorm, dropout: ``[B, N] -> [B, N, C]``."""
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__()
+        self.padding_idx = config.pad_token_id
+        self.roberta_positions = config.roberta_positions
+        self.word_embeddings = nn.Embedding(config.vocab_size, config.hidden_size, padding_idx=self.padding_idx)
+        self.position_embeddings = nn.Embedding(
+            config.max_position_embeddings, config.hidden_size,
+            padding_idx=self.padding_idx if self.roberta_positions else None,
+        )
+        self.token_type_embeddings = nn.Embedding(config.type_vocab_size, config.hidden_size)
+        self.LayerNorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+
+    def position_ids(self, input_ids: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
+        """``[B, N]`` positions: RoBERTa's (real tokens counted from ``padding_idx + 1``, pads at
+        ``padding_idx``) or BERT's ``0 .. N-1``."""
+        if not self.roberta_positions:
+            return torch.arange(length, device=device).expand(batch, length)
+        if input_ids is None:
+            first = self.padding_idx + 1
+            return torch.arange(first, length + first, device=device).expand(batch, length)
+        real = input_ids.ne(self.padding_idx).long()
+        return torch.cumsum(real, dim=1) * real + self.padding_idx
+
+    def forward(self, input_ids=None, token_type_ids=None, position_ids=None, inputs_embeds=None) -> torch.Tensor:
+        if inputs_embeds is None:
+            inputs_embeds = self.word_embeddings(input_ids)
+        batch, length = inputs_embeds.shape[:2]
+        if position_ids is None:
+            position_ids = self.position_ids(input_ids, batch, length, inputs_embeds.device)
+        if token_type_ids is None:
+            token_type_ids = torch.zeros(batch, length, dtype=torch.long, device=inputs_embeds.device)
+        embeddings = inputs_embeds + self.token_type_embeddings(token_type_ids) + self.position_embeddings(position_ids)
+        return self.dropout(self.LayerNorm(embeddings))
+
+
+class EffAttnLMHead(nn.Module):
+    """Masked-LM head, ``[B, N, C] -> [B, N, vocab]``: dense, activation, LayerNorm, decoder (tied to the word
+    embeddings; ``decoder.bias`` tied to ``bias``)."""
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__()
+        self.dense = nn.Linear(config.hidden_size, config.hidden_size)
+        self.activation = ACT2FN[config.hidden_act]
+        self.layer_norm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.decoder = nn.Linear(config.hidden_size, config.vocab_size)
+        self.bias = nn.Parameter(torch.zeros(config.vocab_size))
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        return self.decoder(self.layer_norm(self.activation(self.dense(features))))
+
+
+class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
+    """Loads RoBERTa, BERT and ``effattn_roberta`` checkpoints (see :class:`EffAttnPreTrainedModel`)."""
+
+    config_class = EffAttnRobertaConfig
+    config: EffAttnRobertaConfig
+    base_model_prefix = "roberta"
+    _no_split_modules = ["EffAttnRobertaEmbeddings", "EffAttnRobertaLayer"]
+    _keys_to_ignore_on_load_unexpected = [r"embeddings\.position_ids", r"embeddings\.token_type_ids"]
+    checkpoint_key_mappings = {"roberta": {}, "bert": BERT_KEY_MAPPING}
+    source_config_overrides = {"bert": {"roberta_positions": False}}
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, EffAttnLMHead):
+            init.zeros_(module.bias)
+
+
+class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
+    """The bare encoder: embeddings, the layer stack, and (``add_pooling_layer``) RoBERTa's pooler (tanh of a
+    dense layer on the first token)."""
+
+    def __init__(self, config: EffAttnRobertaConfig, add_pooling_layer: bool = True):
+        super().__init__(config)
+        self.embeddings = EffAttnRobertaEmbeddings(config)
+        self.encoder = EffAttnEncoder(config, EffAttnRobertaLayer)
+        self.pooler = RobertaPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.word_embeddings
+
+    def set_input_embeddings(self, value):
+        self.embeddings.word_embeddings = value
+
+    def check_length(self, length: int) -> None:
+        """Raise a clear error for inputs longer than the position embeddings allow."""
+        maximum = self.config.attention_max_length
+        if length > maximum:
+            positions = f"max_position_embeddings={self.config.max_position_embeddings}"
+            if self.config.roberta_positions:
+                positions += f" minus pad_token_id + 1 = {self.config.pad_token_id + 1}"
+            raise ValueError(
+                f"Input length {length} exceeds this model's maximum of {maximum} tokens ({positions}): truncate "
+                f"the input, e.g. tokenizer(..., truncation=True, max_length={maximum})."
+            )
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        token_type_ids: torch.LongTensor | None = None,
+        position_ids: torch.LongTensor | None = None,
+        inputs_embeds: torch.FloatTensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> EffAttnModelOutput:
+        r"""``input_ids [B, N]`` (or ``inputs_embeds [B, N, C]``), ``attention_mask [B, N]`` (1 = real token)
+        -> ``last_hidden_state [B, N, C]``, ``pooler_output [B, C]``."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
+        self.check_length((input_ids if input_ids is not None else inputs_embeds).shape[1])
+        if input_ids is not None:
+            self.warn_if_padding_and_no_attention_mask(input_ids, attention_mask)
+        embeddings = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
+        encoded = self.encoder(
+            embeddings,
+            padding_mask=None if attention_mask is None else attention_mask.bool(),
+            output_attentions=self.config.output_attentions if output_attentions is None else output_attentions,
+            output_hidden_states=(
+                self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+            ),
+        )
+        sequence_output = encoded.last_hidden_state
+        return EffAttnModelOutput(
+            last_hidden_state=sequence_output,
+            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
+            aux_loss=encoded.aux_loss,
+        )
+
+
+class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
+    """Masked language modelling: logits ``[B, N, vocab]``; labels ``[B, N]`` with -100 for ignored tokens."""
+
+    _tied_weights_keys = {
+        "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
+        "lm_head.decoder.bias": "lm_head.bias",
+    }
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__(config)
+        self.roberta = EffAttnRobertaModel(config, add_pooling_layer=False)
+        self.lm_head = EffAttnLMHead(config)
+        self.post_init()
+
+    def get_output_embeddings(self):
+        return self.lm_head.decoder
+
+    def set_output_embeddings(self, new_embeddings):
+        self.lm_head.decoder = new_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels: torch.LongTensor | None = None,
+        output_attentions=None,
+        output_hidden_states=None,
+    ) -> EffAttnMaskedLMOutput:
+        outputs = self.roberta(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        logits = self.lm_head(outputs.last_hidden_state)
+        loss = None
+        if labels is not None:
+            labels = labels.to(logits.device)
+            loss = nn.functional.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
+        return head_output(EffAttnMaskedLMOutput, outputs, loss, logits=logits)
+
+
+class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
+    """Sequence classification or regression with RoBERTa's head on the first token: logits
+    ``[B, num_labels]``; the loss follows ``config.problem_type`` as in Transformers."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roberta = EffAttnRobertaModel(config, add_pooling_layer=False)
+        self.classifier = RobertaClassificationHead(config)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels: torch.Tensor | None = None,
+        output_attentions=None,
+        output_hidden_states=None,
+    ) -> EffAttnSequenceClassifierOutput:
+        outputs = self.roberta(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        logits = self.classifier(outputs.last_hidden_state)
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        return head_output(EffAttnSequenceClassifierOutput, outputs, loss, logits=logits)
+
+
+class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
+    """Token classification: logits ``[B, N, num_labels]``; labels ``[B, N]`` with -100 for ignored tokens."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.roberta = EffAttnRobertaModel(config, add_pooling_layer=False)
+        dropout = config.classifier_dropout if config.classifier_dropout is not None else config.hidden_dropout_prob
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels: torch.LongTensor | None = None,
+        output_attentions=None,
+        output_hidden_states=None,
+    ) -> EffAttnTokenClassifierOutput:
+        outputs = self.roberta(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        logits = self.classifier(self.dropout(outputs.last_hidden_state))
+        loss = None
+        if labels is not None:
+            labels = labels.to(logits.device)
+            loss = nn.functional.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        return head_output(EffAttnTokenClassifierOutput, outputs, loss, logits=logits)
+
+
+class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
+    """Extractive question answering: ``start_logits``, ``end_logits`` ``[B, N]``; positions outside the
+    input are ignored in the loss, as in Transformers."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__(config)
+        self.roberta = EffAttnRobertaModel(config, add_pooling_layer=False)
+        self.qa_outputs = nn.Linear(config.hidden_size, config.num_labels)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        start_positions: torch.LongTensor | None = None,
+        end_positions: torch.LongTensor | None = None,
+        output_attentions=None,
+        output_hidden_states=None,
+    ) -> EffAttnQuestionAnsweringOutput:
+        outputs = self.roberta(
+            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
+            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
+        start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
+        loss = None
+        if start_positions is not None and end_positions is not None:
+            ignored = start_logits.shape[1]
+            losses = [
+                nn.functional.cross_entropy(logits, positions.view(-1).clamp(0, ignored), ignore_index=ignored)
+                for logits, positions in ((start_logits, start_positions), (end_logits, end_positions))
+            ]
+            loss = (losses[0] + losses[1]) / 2
+        return head_output(
+            EffAttnQuestionAnsweringOutput, outputs, loss, start_logits=start_logits, end_logits=end_logits
+        )
+
+
+class EffAttnRobertaForMultipleChoice(EffAttnRobertaPreTrainedModel):
+    """Multiple choice: inputs ``[B, num_choices, N]``, logits ``[B, num_choices]`` from the pooler."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnRobertaConfig):
+        super().__init__(config)
+        self.roberta = EffAttnRobertaModel(config)
+        self.dropout = nn.Dropout(config.hidden_dropout_prob)
+        self.classifier = nn.Linear(config.hidden_size, 1)
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        input_ids=None,
+        attention_mask=None,
+        token_type_ids=None,
+        position_ids=None,
+        inputs_embeds=None,
+        labels: torch.LongTensor | None = None,
+        output_attentions=None,
+        output_hidden_states=None,
+    ) -> EffAttnMultipleChoiceOutput:
+        num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
+        inputs = dict(
+            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
+            position_ids=position_ids, inputs_embeds=inputs_embeds,
+        )
+        outputs = self.roberta(
+            **{name: None if x is None else x.flatten(0, 1) for name, x in inputs.items()},
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
+        loss = None if labels is None else nn.functional.cross_entropy(logits, labels.to(logits.device))
+        return head_output(EffAttnMultipleChoiceOutput, outputs, loss, logits=logits)
+
+
+AUTO_CLASSES = {
+    "AutoModel": EffAttnRobertaModel,
+    "AutoModelForMaskedLM": EffAttnRobertaForMaskedLM,
+    "AutoModelForSequenceClassification": EffAttnRobertaForSequenceClassification,
+    "AutoModelForTokenClassification": EffAttnRobertaForTokenClassification,
+    "AutoModelForQuestionAnswering": EffAttnRobertaForQuestionAnswering,
+    "AutoModelForMultipleChoice": EffAttnRobertaForMultipleChoice,
+}
+register_auto_classes(EffAttnRobertaPreTrainedModel, AUTO_CLASSES)
+
+__all__ = [
+    "EffAttnRobertaPreTrainedModel", "EffAttnRobertaModel", "EffAttnRobertaForMaskedLM",
+    "EffAttnRobertaForSequenceClassification", "EffAttnRobertaForTokenClassification",
+    "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice",
+]

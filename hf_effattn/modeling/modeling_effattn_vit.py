@@ -1,0 +1,212 @@
+"""ViT-style image encoders whose self-attention is any registered mechanism, and their task heads.
+
+The embeddings (patches, [CLS] token, position embeddings, optional mask token) are Transformers' own
+``ViTEmbeddings``; the layers are pre-LN :class:`~encoder.EffAttnViTLayer` under ``vit.encoder.layer.N``
+with RoBERTa-style names, because the mechanism owns ``query``/``key``/``value``. ViT checkpoints load after
+a renaming (``VIT_KEY_MAPPING``) from either naming:
+
+* Transformers 5: ``vit.layers.N.attention.{q,k,v,o}_proj``, ``mlp.fc1``, ``mlp.fc2``;
+* earlier versions (and Transformers 5's default ``save_pretrained`` format):
+  ``vit.encoder.layer.N.attention.attention.{query,key,value}``, ``attention.output.dense``,
+  ``intermediate.dense``, ``output.dense``.
+
+``layernorm_before``, ``layernorm_after``, ``vit.layernorm``, ``vit.embeddings.*`` and ``vit.pooler`` keep
+their names. Heads: image classification (regression, single- and multi-label as in Transformers) and
+masked image modelling (SimMIM). The mechanisms' auxiliary loss is added to any loss a head computes and
+returned as ``aux_loss``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.models.vit.modeling_vit import ViTEmbeddings, ViTPooler
+from transformers.utils.generic import can_return_tuple
+
+from .configuration_effattn import EffAttnViTConfig
+from .encoder import EffAttnEncoder, EffAttnViTLayer
+from .outputs import (
+    EffAttnImageClassifierOutput,
+    EffAttnMaskedImageModelingOutput,
+    EffAttnModelOutput,
+    head_output,
+    sequence_classification_loss,
+)
+from .pretrained import EffAttnPreTrainedModel, register_auto_classes
+
+VIT_KEY_MAPPING = {
+    r"layers\.(\d+)\.": r"encoder.layer.\1.",
+    r"attention\.attention\.": "attention.self.",
+    r"attention\.q_proj": "attention.self.query",
+    r"attention\.k_proj": "attention.self.key",
+    r"attention\.v_proj": "attention.self.value",
+    r"attention\.o_proj": "attention.output.dense",
+    r"mlp\.fc1": "intermediate.dense",
+    r"mlp\.fc2": "output.dense",
+}
+
+
+class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
+    """Loads ViT and ``effattn_vit`` checkpoints (see :class:`EffAttnPreTrainedModel`)."""
+
+    config_class = EffAttnViTConfig
+    config: EffAttnViTConfig
+    base_model_prefix = "vit"
+    main_input_name = "pixel_values"
+    input_modalities = ("image",)
+    _no_split_modules = ["ViTEmbeddings", "EffAttnViTLayer"]
+    checkpoint_key_mappings = {"vit": VIT_KEY_MAPPING}
+
+    def _init_weights(self, module):
+        super()._init_weights(module)
+        if isinstance(module, ViTEmbeddings):
+            init.trunc_normal_(module.position_embeddings, mean=0.0, std=self.config.initializer_range)
+            init.trunc_normal_(module.cls_token, mean=0.0, std=self.config.initializer_range)
+            if module.mask_token is not None:
+                init.zeros_(module.mask_token)
+
+
+class EffAttnViTModel(EffAttnViTPreTrainedModel):
+    """The bare encoder: patch embeddings, the pre-LN layer stack, a final LayerNorm and (``add_pooling_layer``)
+    ViT's pooler on the [CLS] token; ``use_mask_token`` adds the mask token of masked image modelling."""
+
+    def __init__(self, config: EffAttnViTConfig, add_pooling_layer: bool = True, use_mask_token: bool = False):
+        super().__init__(config)
+        self.embeddings = ViTEmbeddings(config, use_mask_token=use_mask_token)
+        self.encoder = EffAttnEncoder(config, EffAttnViTLayer)
+        self.layernorm = nn.LayerNorm(config.hidden_size, eps=config.layer_norm_eps)
+        self.pooler = ViTPooler(config) if add_pooling_layer else None
+        self.post_init()
+
+    def get_input_embeddings(self):
+        return self.embeddings.patch_embeddings
+
+    @can_return_tuple
+    def forward(
+        self,
+        pixel_values: torch.FloatTensor,
+        bool_masked_pos: torch.BoolTensor | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> EffAttnModelOutput:
+        r"""``pixel_values [B, channels, H, W]`` -> ``last_hidden_state [B, 1 + patches, C]``, ``pooler_output [B, C]``.
+        ``bool_masked_pos [B, patches]`` replaces those patches by the mask token."""
+        pixel_values = pixel_values.to(self.embeddings.patch_embeddings.projection.weight.dtype)
+        embeddings = self.embeddings(
+            pixel_values, bool_masked_pos=bool_masked_pos, interpolate_pos_encoding=interpolate_pos_encoding
+        )
+        encoded = self.encoder(
+            embeddings,
+            output_attentions=self.config.output_attentions if output_attentions is None else output_attentions,
+            output_hidden_states=(
+                self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
+            ),
+        )
+        sequence_output = self.layernorm(encoded.last_hidden_state)
+        return EffAttnModelOutput(
+            last_hidden_state=sequence_output,
+            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
+            hidden_states=encoded.hidden_states,
+            attentions=encoded.attentions,
+            aux_loss=encoded.aux_loss,
+        )
+
+
+class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
+    """Image classification or regression from the final [CLS] state: logits ``[B, num_labels]``; the loss
+    follows ``config.problem_type`` as in Transformers."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnViTConfig):
+        super().__init__(config)
+        self.num_labels = config.num_labels
+        self.vit = EffAttnViTModel(config, add_pooling_layer=False)
+        self.classifier = nn.Linear(config.hidden_size, config.num_labels) if config.num_labels > 0 else nn.Identity()
+        self.post_init()
+
+    @can_return_tuple
+    def forward(
+        self,
+        pixel_values: torch.FloatTensor,
+        labels: torch.Tensor | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> EffAttnImageClassifierOutput:
+        outputs = self.vit(
+            pixel_values, interpolate_pos_encoding=interpolate_pos_encoding, output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        logits = self.classifier(outputs.last_hidden_state[:, 0])
+        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        return head_output(EffAttnImageClassifierOutput, outputs, loss, logits=logits)
+
+
+class EffAttnViTForMaskedImageModeling(EffAttnViTPreTrainedModel):
+    """SimMIM: masked patches are replaced by a mask token and reconstructed by a 1x1 convolution and a pixel
+    shuffle; the loss is the L1 error over masked pixels (``bool_masked_pos [B, patches]`` given)."""
+
+    accepts_loss_kwargs = False
+
+    def __init__(self, config: EffAttnViTConfig):
+        super().__init__(config)
+        self.vit = EffAttnViTModel(config, add_pooling_layer=False, use_mask_token=True)
+        self.decoder = nn.Sequential(
+            nn.Conv2d(config.hidden_size, config.encoder_stride**2 * config.num_channels, kernel_size=1),
+            nn.PixelShuffle(config.encoder_stride),
+        )
+        self.post_init()
+
+    def masked_l1_loss(self, pixel_values, reconstruction, bool_masked_pos) -> torch.Tensor:
+        """Mean absolute error over the pixels of masked patches, per channel."""
+        size = self.config.image_size // self.config.patch_size
+        patch = self.config.patch_size
+        mask = bool_masked_pos.reshape(-1, size, size).repeat_interleave(patch, 1).repeat_interleave(patch, 2)
+        mask = mask.unsqueeze(1).to(reconstruction.dtype)
+        error = nn.functional.l1_loss(pixel_values, reconstruction, reduction="none")
+        return (error * mask).sum() / (mask.sum() + 1e-5) / self.config.num_channels
+
+    @can_return_tuple
+    def forward(
+        self,
+        pixel_values: torch.FloatTensor,
+        bool_masked_pos: torch.BoolTensor | None = None,
+        interpolate_pos_encoding: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+    ) -> EffAttnMaskedImageModelingOutput:
+        if bool_masked_pos is not None and self.config.patch_size != self.config.encoder_stride:
+            raise ValueError(
+                f"With bool_masked_pos, patch_size ({self.config.patch_size}) must equal encoder_stride "
+                f"({self.config.encoder_stride}) so that the reconstruction has the input's size: set encoder_stride."
+            )
+        outputs = self.vit(
+            pixel_values, bool_masked_pos=bool_masked_pos, interpolate_pos_encoding=interpolate_pos_encoding,
+            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
+        )
+        patches = outputs.last_hidden_state[:, 1:]
+        batch, length, channels = patches.shape
+        side = math.floor(length**0.5)
+        reconstruction = self.decoder(patches.transpose(1, 2).reshape(batch, channels, side, side))
+        loss = None
+        if bool_masked_pos is not None:
+            loss = self.masked_l1_loss(pixel_values, reconstruction, bool_masked_pos)
+        return head_output(EffAttnMaskedImageModelingOutput, outputs, loss, reconstruction=reconstruction)
+
+
+AUTO_CLASSES = {
+    "AutoModel": EffAttnViTModel,
+    "AutoModelForImageClassification": EffAttnViTForImageClassification,
+    "AutoModelForMaskedImageModeling": EffAttnViTForMaskedImageModeling,
+}
+register_auto_classes(EffAttnViTPreTrainedModel, AUTO_CLASSES)
+
+__all__ = [
+    "EffAttnViTPreTrainedModel", "EffAttnViTModel", "EffAttnViTForImageClassification",
+    "EffAttnViTForMaskedImageModeling",
+]

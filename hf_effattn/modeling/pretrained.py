@@ -1,0 +1,178 @@
+"""The base of every efficient-attention model: weight initialisation, loading other architectures'
+checkpoints, and saving Hub-ready folders.
+
+Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of checkpoint:
+
+* one of this family's own (``effattn_roberta`` / ``effattn_vit``): loaded as saved. Asking for another
+  ``attention_type`` or other ``attention_config`` raises, since the mechanism's weights were trained for the
+  saved one, unless ``convert_attention=True`` asks for an explicit, logged conversion.
+* a Transformers checkpoint of a source architecture (RoBERTa and BERT; ViT): its config is converted (plus
+  ``attention_type`` and ``attention_config``), its weights renamed where names differ
+  (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
+
+Either way a warning lists the parameters that are new (initialised) and those of the checkpoint that were
+dropped, with layer numbers folded into ``*``.
+
+Saving (:meth:`EffAttnPreTrainedModel.save_pretrained`) writes the weights under this model's own names and
+a ``config.json`` whose ``auto_map`` names the config and every head of the family, next to the flat
+remote-code files, so that any ``Auto*`` class loads the folder with ``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, ClassVar
+
+from transformers import PreTrainedConfig, PreTrainedModel
+from transformers.utils import logging
+
+from .attentions import EfficientAttention, build_settings
+
+logger = logging.get_logger(__name__)
+
+# Arguments of ``from_pretrained`` that locate the checkpoint's files.
+HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
+
+
+class EffAttnPreTrainedModel(PreTrainedModel):
+    """Shared by the text and vision families; see the module docstring.
+
+    Class attributes of a family:
+        checkpoint_key_mappings: source ``model_type`` -> ``{regex: replacement}`` renaming its weights to ours.
+        source_config_overrides: source ``model_type`` -> config values that make our model compute what it did.
+        auto_classes: ``Auto*`` class name -> model class, set by :func:`register_auto_classes`.
+    """
+
+    supports_gradient_checkpointing = True
+    checkpoint_key_mappings: ClassVar[dict[str, dict[str, str]]] = {}
+    source_config_overrides: ClassVar[dict[str, dict[str, Any]]] = {}
+    auto_classes: ClassVar[dict[str, type[PreTrainedModel]]] = {}
+
+    def _init_weights(self, module):
+        """Transformers' initialisation of linear, embedding and norm layers, then the mechanisms' own parameters."""
+        super()._init_weights(module)
+        if isinstance(module, EfficientAttention):
+            module.reset_parameters(self.config.initializer_range)
+
+    @classmethod
+    def from_pretrained(
+        cls,
+        pretrained_model_name_or_path,
+        *model_args,
+        attention_type: str | None = None,
+        attention_config: dict | None = None,
+        convert_attention: bool = False,
+        **kwargs,
+    ):
+        """Load a checkpoint of this family or of a source architecture (see the module docstring).
+
+        Args:
+            attention_type: the mechanism to use (default: the checkpoint's own, or ``"sdpa"`` for a source
+                architecture's checkpoint).
+            attention_config: its settings (default: the checkpoint's own, or the paper defaults).
+            convert_attention: allow a checkpoint of this family to be loaded with another mechanism or other
+                settings: weights shared by both are reused, the others dropped or initialised, and listed.
+            kwargs: as for :meth:`transformers.PreTrainedModel.from_pretrained` (config values such as
+                ``num_labels`` included).
+        """
+        source = PreTrainedConfig.get_config_dict(
+            pretrained_model_name_or_path, **{k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
+        )[0]
+        source_type = source.get("model_type")
+        own_type = cls.config_class.model_type
+        if source_type != own_type and source_type not in cls.checkpoint_key_mappings:
+            known = ", ".join([own_type, *cls.checkpoint_key_mappings])
+            raise ValueError(
+                f"{cls.__name__} loads checkpoints of model_type {known}; {pretrained_model_name_or_path} has "
+                f"model_type {source_type!r}."
+            )
+        config = kwargs.pop("config", None)
+        if config is None:
+            config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
+        elif attention_type is not None or attention_config is not None:
+            raise ValueError("Pass attention_type/attention_config either inside `config` or as arguments, not both.")
+        if source_type == own_type:
+            check_same_attention(source, config, pretrained_model_name_or_path, convert_attention)
+        else:
+            kwargs.setdefault("key_mapping", cls.checkpoint_key_mappings[source_type])
+        output_loading_info = kwargs.pop("output_loading_info", False)
+        model, info = super().from_pretrained(
+            pretrained_model_name_or_path, *model_args, config=config, output_loading_info=True, **kwargs
+        )
+        log_loading_report(model, info, pretrained_model_name_or_path, source_type)
+        return (model, info) if output_loading_info else model
+
+    @classmethod
+    def config_from_checkpoint(cls, source: dict, attention_type, attention_config, kwargs: dict):
+        """Our config from a checkpoint's ``config.json`` dict, and the ``kwargs`` it did not use."""
+        config_dict = {k: v for k, v in source.items() if k not in ("model_type", "auto_map", "architectures")}
+        if source.get("model_type") != cls.config_class.model_type:
+            config_dict.update(cls.source_config_overrides.get(source.get("model_type"), {}))
+        if attention_type is not None and attention_type != config_dict.get("attention_type"):
+            config_dict["attention_type"] = attention_type
+            config_dict["attention_config"] = attention_config
+        if attention_config is not None:
+            config_dict["attention_config"] = attention_config
+        return cls.config_class.from_dict(config_dict, return_unused_kwargs=True, **kwargs)
+
+    def save_pretrained(self, save_directory, *args, save_original_format: bool = False, **kwargs):
+        """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head
+        of the family, and the weights saved under this model's names (``save_original_format=False``): never
+        renamed back to those of the checkpoint the model was converted from."""
+        self.config.auto_map = {
+            "AutoConfig": qualified_name(type(self.config)),
+            **{auto: qualified_name(model_class) for auto, model_class in self.auto_classes.items()},
+        }
+        return super().save_pretrained(save_directory, *args, save_original_format=save_original_format, **kwargs)
+
+
+def qualified_name(cls: type) -> str:
+    """``file.ClassName``, as ``auto_map`` names a class of the flat remote-code folder."""
+    return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
+
+
+def register_auto_classes(family: type[EffAttnPreTrainedModel], auto_classes: dict[str, type]) -> None:
+    """Mark the family's config and models as remote code for their ``Auto*`` classes (``save_pretrained``
+    then copies the code and writes ``auto_map``)."""
+    family.config_class.register_for_auto_class()
+    for auto_class, model_class in auto_classes.items():
+        model_class.register_for_auto_class(auto_class)
+    family.auto_classes = dict(auto_classes)
+
+
+def check_same_attention(source: dict, config, path, convert_attention: bool) -> None:
+    """Raise when ``config`` asks for another mechanism or other settings than the checkpoint of this family
+    was saved with, unless ``convert_attention`` (then log the conversion)."""
+    saved = (source.get("attention_type", "sdpa"), source.get("attention_config"))
+    requested = (config.attention_type, config.attention_config)
+    if saved[0] == requested[0] and build_settings(*saved) == build_settings(*requested):
+        return
+    described = [f"attention_type={kind!r}, attention_config={settings}" for kind, settings in (saved, requested)]
+    if not convert_attention:
+        raise ValueError(
+            f"{path} was saved with {described[0]}, but {described[1]} was asked for: its attention weights "
+            "would be dropped or misread. Load it without attention_type/attention_config, or pass "
+            "convert_attention=True to convert it explicitly (shared weights are reused, the others "
+            "initialised; both are listed)."
+        )
+    logger.warning(f"Converting {path} from {described[0]} to {described[1]}.")
+
+
+def fold_layers(keys) -> str:
+    """Parameter names with layer numbers folded into ``*``, sorted and deduplicated."""
+    return ", ".join(sorted({re.sub(r"\.\d+\.", ".*.", key) for key in keys})) or "none"
+
+
+def log_loading_report(model, info: dict, path, source_type: str) -> None:
+    """Log which parameters are new (initialised) and which of the checkpoint's were dropped."""
+    new = set(info["missing_keys"]) | {key for key, *_ in info["mismatched_keys"]}
+    dropped = info["unexpected_keys"]
+    message = (
+        f"{type(model).__name__} (attention_type={model.config.attention_type!r}) from {path} "
+        f"(model_type {source_type!r}). New parameters, initialised: {fold_layers(new)}. "
+        f"Dropped from the checkpoint: {fold_layers(dropped)}."
+    )
+    if new or dropped:
+        logger.warning(message)
+    else:
+        logger.info(message)

@@ -1,0 +1,70 @@
+"""The model presets: names, the papers' settings, head selection, overrides and close-name suggestions."""
+
+from __future__ import annotations
+
+import pytest
+
+import hf_effattn
+from hf_effattn.presets import ARCHITECTURES, create_config
+
+TINY = dict(num_hidden_layers=1, hidden_size=24, num_attention_heads=2, intermediate_size=32)
+
+
+def test_every_preset_is_a_valid_config():
+    names = hf_effattn.list_models()
+    assert len(names) == len(ARCHITECTURES) * len(hf_effattn.list_attentions())
+    for name in names:
+        config = create_config(name)
+        assert config.attention_type == name.split("/")[1]
+
+
+def test_list_models_pattern():
+    assert hf_effattn.list_models("roberta-base/k*") == ["roberta-base/kerformer"]
+    assert set(hf_effattn.list_models("lra-*/dba")) == {
+        f"lra-{task}/dba" for task in ("listops", "text", "retrieval", "image", "pathfinder")
+    }
+    assert "vit-base-patch16-224/kerformer" in hf_effattn.list_models("vit-*")
+
+
+def test_papers_settings():
+    singular = create_config("singularformer-text/singularformer")
+    assert (singular.num_hidden_layers, singular.hidden_size, singular.num_attention_heads) == (6, 384, 6)
+    assert singular.attention_config["gamma_orthogonal"] == singular.attention_config["gamma_diagonal"] == 0.01
+    listops = create_config("lra-listops/dba")
+    assert (listops.num_hidden_layers, listops.num_attention_heads, listops.hidden_size, listops.intermediate_size) \
+        == (6, 8, 512, 2048)
+    assert listops.attention_config == {"compressed_length": 16, "compressed_dim": 24}
+    assert listops.attention_max_length == 2001  # 2000 symbols and [CLS]
+    vit = create_config("vit-base-patch16-224/kerformer")
+    assert vit.attention_max_length == 197 and vit.attention_config["se_mode"] == "token"
+    assert create_config("roberta-large/dba").attention_config["compressed_dim"] == 32  # 24 does not split in 16 heads
+    assert create_config("roberta-base/sdpa").attention_max_length == 512
+
+
+@pytest.mark.parametrize("name, kwargs, expected", [
+    ("roberta-base/kerformer", {"num_labels": 2}, "EffAttnRobertaForSequenceClassification"),
+    ("roberta-base/kerformer", {}, "EffAttnRobertaModel"),
+    ("roberta-base", {"task": "masked-lm"}, "EffAttnRobertaForMaskedLM"),
+    ("bert-base/psf", {"task": "question-answering"}, "EffAttnRobertaForQuestionAnswering"),
+    ("vit-tiny-patch4-32/dba", {"num_labels": 10}, "EffAttnViTForImageClassification"),
+    ("vit-tiny-patch4-32/singularformer", {"task": "masked-image-modeling"}, "EffAttnViTForMaskedImageModeling"),
+])
+def test_create_model_picks_the_head(name, kwargs, expected):
+    model = hf_effattn.create_model(name, **kwargs, **TINY)
+    assert type(model).__name__ == expected
+    assert model.config.attention_type == (name.split("/")[1] if "/" in name else "sdpa")
+
+
+def test_overrides_merge_attention_settings():
+    sizes = {**TINY, "num_attention_heads": 4}
+    model = hf_effattn.create_model("roberta-large/dba", num_labels=3, attention_config={"compressed_length": 8},
+                                    **sizes)
+    assert model.config.attention_config == {"compressed_length": 8, "compressed_dim": 32}
+    assert model.config.num_labels == 3 and model.config.hidden_size == 24
+
+
+def test_unknown_names_and_tasks():
+    with pytest.raises(ValueError, match=r"Unknown model preset 'roberta-bse/kerformr'.*'roberta-base/kerformer'"):
+        hf_effattn.create_model("roberta-bse/kerformr")
+    with pytest.raises(ValueError, match="Unknown task 'masked-lm' for a vision model: one of base, image-class"):
+        hf_effattn.create_model("vit-tiny-patch4-32/dba", task="masked-lm", **TINY)

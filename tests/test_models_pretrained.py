@@ -1,0 +1,140 @@
+"""Loading RoBERTa, BERT and ViT checkpoints (saved here with the Transformers classes) into our classes:
+with ``attention_type="sdpa"`` the outputs equal the Transformers model's; with another mechanism every
+shared weight is reused and the new and dropped ones are logged; our own checkpoints refuse a silent change
+of mechanism."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+import transformers
+from safetensors import safe_open
+
+import hf_effattn
+from models_helpers import pixel_values, save_source, text_inputs
+
+TEXT_PAIRS = [
+    ("RobertaModel", "EffAttnRobertaModel"),
+    ("RobertaForMaskedLM", "EffAttnRobertaForMaskedLM"),
+    ("RobertaForSequenceClassification", "EffAttnRobertaForSequenceClassification"),
+    ("RobertaForTokenClassification", "EffAttnRobertaForTokenClassification"),
+    ("RobertaForQuestionAnswering", "EffAttnRobertaForQuestionAnswering"),
+    ("RobertaForMultipleChoice", "EffAttnRobertaForMultipleChoice"),
+    # BERT's heads, except sequence classification (a linear layer on the pooler, unlike RoBERTa's head).
+    ("BertModel", "EffAttnRobertaModel"),
+    ("BertForMaskedLM", "EffAttnRobertaForMaskedLM"),
+    ("BertForTokenClassification", "EffAttnRobertaForTokenClassification"),
+    ("BertForQuestionAnswering", "EffAttnRobertaForQuestionAnswering"),
+    ("BertForMultipleChoice", "EffAttnRobertaForMultipleChoice"),
+]
+VISION_PAIRS = [
+    ("ViTModel", "EffAttnViTModel"),
+    ("ViTForImageClassification", "EffAttnViTForImageClassification"),
+    ("ViTForMaskedImageModeling", "EffAttnViTForMaskedImageModeling"),
+]
+
+
+def output_tensors(output) -> list[torch.Tensor]:
+    """The tensors of a model output, in order (ours carry an extra ``aux_loss``, None in eval mode)."""
+    return [value for value in output.values() if isinstance(value, torch.Tensor)]
+
+
+def assert_same_outputs(reference, ours, **inputs):
+    with torch.no_grad():
+        expected, actual = output_tensors(reference(**inputs)), output_tensors(ours(**inputs))
+    assert len(expected) == len(actual)
+    for e, a in zip(expected, actual):
+        torch.testing.assert_close(a, e, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("source_name, our_name", TEXT_PAIRS)
+def test_text_checkpoint_with_sdpa_matches_transformers(tmp_path, source_name, our_name):
+    kind = "bert" if source_name.startswith("Bert") else "roberta"
+    reference = save_source(getattr(transformers, source_name), kind, tmp_path)
+    ours = getattr(hf_effattn, our_name).from_pretrained(tmp_path)
+    assert ours.config.attention_type == "sdpa" and ours.config.roberta_positions == (kind == "roberta")
+    inputs = text_inputs(pad_token_id=reference.config.pad_token_id)
+    if "MultipleChoice" in source_name:
+        inputs = {name: x.view(1, 3, -1) for name, x in inputs.items()}
+    assert_same_outputs(reference, ours, **inputs)
+
+
+@pytest.mark.parametrize("original_format", [True, False], ids=["old-names", "transformers5-names"])
+@pytest.mark.parametrize("source_name, our_name", VISION_PAIRS)
+def test_vit_checkpoint_with_sdpa_matches_transformers(tmp_path, source_name, our_name, original_format):
+    reference = save_source(getattr(transformers, source_name), "vit", tmp_path, save_original_format=original_format)
+    with safe_open(tmp_path / "model.safetensors", "pt") as weights:
+        assert any(".attention.attention.query." in k for k in weights.keys()) == original_format
+    ours = getattr(hf_effattn, our_name).from_pretrained(tmp_path)
+    inputs = {"pixel_values": pixel_values()}
+    if "Masked" in source_name:
+        inputs["bool_masked_pos"] = torch.tensor([[True, False, True, False], [False, False, True, True]])
+    assert_same_outputs(reference, ours, **inputs)
+
+
+@pytest.mark.parametrize("attention_type, new, dropped", [
+    ("kerformer", "attention.self.se_reduce.weight", None),
+    ("singularformer", "attention.self.pooling.weight", None),
+    ("dba", "attention.self.hidden_compression", None),
+    ("psf", "attention.self.factor_in_weight", "attention.self.query.weight"),
+])
+def test_mechanism_reuses_shared_weights_and_logs_the_rest(tmp_path, caplog, attention_type, new, dropped):
+    reference = save_source(transformers.RobertaForSequenceClassification, "roberta", tmp_path)
+    with caplog.at_level(logging.WARNING, logger="hf_effattn"):
+        model = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(
+            tmp_path, attention_type=attention_type
+        )
+    message = next(r.getMessage() for r in caplog.records if "New parameters" in r.getMessage())
+    new_part, dropped_part = message.split("Dropped from the checkpoint")
+    assert f"roberta.encoder.layer.*.{new}" in new_part
+    assert (f"roberta.encoder.layer.*.{dropped}" in dropped_part) if dropped else dropped_part.endswith("none.")
+    shared = reference.state_dict()
+    for name, tensor in model.state_dict().items():
+        if name in shared:
+            torch.testing.assert_close(tensor, shared[name], msg=name)
+
+
+def test_converted_bert_saves_under_our_names_and_reloads(tmp_path):
+    save_source(transformers.BertForMaskedLM, "bert", tmp_path / "bert")
+    model = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "bert", attention_type="kerformer")
+    model.save_pretrained(tmp_path / "ours")
+    with safe_open(tmp_path / "ours" / "model.safetensors", "pt") as weights:
+        assert all(k.startswith(("roberta.", "lm_head.")) for k in weights.keys())
+    reloaded = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "ours")
+    assert not reloaded.config.roberta_positions
+    assert_same_outputs(model, reloaded, **text_inputs(pad_token_id=0))
+
+
+def test_own_checkpoint_refuses_another_mechanism(tmp_path):
+    model = hf_effattn.create_model("singularformer-text/dba", num_labels=2, num_hidden_layers=1, hidden_size=48)
+    model.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match="attention_type='dba'.*attention_type='kerformer'.*convert_attention=True"):
+        hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(tmp_path, attention_type="kerformer")
+    with pytest.raises(ValueError, match="convert_attention=True"):
+        hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(
+            tmp_path, attention_config={"compressed_length": 8}
+        )
+    with pytest.raises(ValueError, match="convert_attention=True"):  # through the Auto class and its config
+        transformers.AutoModelForSequenceClassification.from_pretrained(tmp_path, attention_type="psf")
+    same = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(tmp_path, attention_type="dba")
+    assert same.config.attention_config == model.config.attention_config
+
+
+def test_explicit_conversion_is_logged(tmp_path, caplog):
+    model = hf_effattn.create_model("roberta-base/sdpa", num_labels=2, num_hidden_layers=1, hidden_size=48)
+    model.save_pretrained(tmp_path)
+    with caplog.at_level(logging.WARNING, logger="hf_effattn"):
+        model = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(
+            tmp_path, attention_type="psf", convert_attention=True
+        )
+    assert model.config.attention_type == "psf"
+    assert any("Converting" in r.getMessage() for r in caplog.records)
+    assert any("attention.self.query.weight" in r.getMessage() for r in caplog.records)
+
+
+def test_checkpoint_of_another_architecture_is_refused(tmp_path):
+    save_source(transformers.ViTModel, "vit", tmp_path)
+    with pytest.raises(ValueError, match="model_type 'vit'"):
+        hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path)

@@ -1,0 +1,110 @@
+#!/usr/bin/env python
+"""Fine-tune an efficient-attention RoBERTa-style encoder for text classification with ``transformers.Trainer``.
+
+The same data options as ``run_text_classification.py`` (GLUE, IMDB, Amazon polarity, local files) and the
+model options (``--attention_type``, ``--attention_config``), plus every ``TrainingArguments`` option::
+
+    python finetune/run_trainer.py --model_name_or_path FacebookAI/roberta-base --attention_type kerformer \\
+        --task_name sst2 --output_dir outputs/roberta-kerformer-sst2-trainer --eval_strategy epoch
+
+The heads set ``accepts_loss_kwargs = False`` (their loss is a mean, plus the mechanisms' auxiliary loss),
+so Trainer scales the loss correctly under gradient accumulation. The output folder is Hub-ready, with the
+model card of ``model_cards/template.md``; ``--push_to_hub`` uploads it with hf_effattn's publisher (and
+not Trainer's, which would replace the card).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+from transformers import HfArgumentParser, Trainer, TrainingArguments
+
+from hf_effattn.finetuning.arguments import add_model_arguments
+from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
+from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
+from hf_effattn.finetuning.publishing import push_folder
+from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
+
+HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
+                   "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed")
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object]:
+    """``TrainingArguments`` and the model and data options."""
+    parser = HfArgumentParser(TrainingArguments)
+    add_model_arguments(parser)
+    add_text_data_arguments(parser)
+    training_args, options = parser.parse_args_into_dataclasses(argv)
+    options.seed = training_args.seed
+    return training_args, options
+
+
+def metric_function(metrics):
+    """Trainer's ``compute_metrics``: the task's metrics from logits and labels."""
+
+    def compute(prediction) -> dict[str, float]:
+        logits, labels = prediction
+        predicted = logits.squeeze(-1) if metrics.is_regression else np.argmax(logits, axis=-1)
+        return metrics.compute(predicted, labels)
+
+    return compute
+
+
+def evaluate_splits(trainer, data) -> dict[str, dict[str, float]]:
+    """The task's metrics on every evaluation split (MNLI: matched and mismatched)."""
+    results = {}
+    for split, dataset in data.evaluation.items():
+        metrics = trainer.evaluate(dataset, metric_key_prefix=split)
+        results[split] = {name: metrics[f"{split}_{name}"] for name in (*data.metrics.names, "combined_score")
+                          if f"{split}_{name}" in metrics}
+    return results
+
+
+def plain(value):
+    """An option's value as the card shows it (an enum by its value)."""
+    return getattr(value, "value", value)
+
+
+def card_content(training_args, options, model, data, results) -> CardContent:
+    """What the model card says about this Trainer run."""
+    return CardContent(
+        kind=TEXT_CLASSIFICATION,
+        repo_id=training_args.hub_model_id or training_args.output_dir.rstrip("/").split("/")[-1],
+        attention_type=model.config.attention_type,
+        attention_config=model.config.attention_config,
+        base_model=options.model_name_or_path,
+        dataset_id=data.dataset_id,
+        dataset_config=data.dataset_config,
+        results=results,
+        hyperparameters={**{name: plain(getattr(training_args, name)) for name in HYPERPARAMETERS},
+                         "trainer": "transformers.Trainer"},
+    )
+
+
+def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
+    """Train with Trainer, evaluate every split, save the Hub-ready folder, push it if asked; returns the metrics."""
+    training_args, options = parse_args(argv)
+    tokenizer = load_tokenizer(options.model_name_or_path)
+    with training_args.main_process_first(desc="dataset preparation"):
+        data = prepare_text_data(options, tokenizer)
+    model = load_text_classifier(options, data.labels)
+    trainer = Trainer(
+        model=model, args=dataclasses.replace(training_args, push_to_hub=False), train_dataset=data.train,
+        eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn, processing_class=tokenizer,
+        compute_metrics=metric_function(data.metrics),
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    results = evaluate_splits(trainer, data)
+    trainer.save_model()
+    if trainer.is_world_process_zero():
+        content = card_content(training_args, options, model, data, results)
+        write_model_card(training_args.output_dir, content)
+        if training_args.push_to_hub:
+            push_folder(training_args.output_dir, content.repo_id, token=training_args.hub_token,
+                        private=bool(training_args.hub_private_repo))
+    return results
+
+
+if __name__ == "__main__":
+    main()

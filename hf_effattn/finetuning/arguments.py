@@ -1,0 +1,94 @@
+"""Command-line options shared by the fine-tuning scripts: the model and its attention, the training
+loop (those of Transformers' ``run_glue_no_trainer.py``), checkpointing and publishing."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
+
+
+def attention_config_value(text: str) -> dict:
+    """``--attention_config``: a JSON object, or the path of a JSON file holding one."""
+    source = Path(text).read_text() if not text.lstrip().startswith("{") and Path(text).is_file() else text
+    try:
+        value = json.loads(source)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"--attention_config is not valid JSON ({error}): {text!r}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"--attention_config must be a JSON object, got {text!r}.")
+    return value
+
+
+def checkpointing_value(text: str) -> int | str:
+    """``--checkpointing_steps``: a positive number of optimizer steps, or ``epoch``."""
+    if text == "epoch":
+        return text
+    if text.isdigit() and int(text) > 0:
+        return int(text)
+    raise argparse.ArgumentTypeError(f"--checkpointing_steps must be a positive integer or 'epoch', got {text!r}.")
+
+
+def add_model_arguments(parser: argparse.ArgumentParser) -> None:
+    """The checkpoint to start from and the attention mechanism to put in it."""
+    group = parser.add_argument_group("model")
+    group.add_argument("--model_name_or_path", required=True,
+                       help="A RoBERTa/BERT/ViT checkpoint or one of hf_effattn's (Hub id or local folder).")
+    group.add_argument("--attention_type", default=None,
+                       help="The attention mechanism (hf-effattn list); default: the checkpoint's own, else sdpa.")
+    group.add_argument("--attention_config", type=attention_config_value, default=None,
+                       help='The mechanism\'s settings as JSON (or a JSON file), e.g. \'{"se_mode": "channel"}\'.')
+    group.add_argument("--convert_attention", action="store_true",
+                       help="Allow an hf_effattn checkpoint to be loaded with another mechanism than its own.")
+    group.add_argument("--ignore_mismatched_sizes", action="store_true",
+                       help="Re-initialise weights whose shape differs, e.g. a classifier with another label count.")
+
+
+def add_training_arguments(parser: argparse.ArgumentParser) -> None:
+    """Optimisation, schedule, checkpointing and tracking options of the Accelerate loop."""
+    group = parser.add_argument_group("training")
+    group.add_argument("--per_device_train_batch_size", type=int, default=8)
+    group.add_argument("--per_device_eval_batch_size", type=int, default=8)
+    group.add_argument("--learning_rate", type=float, default=5e-5)
+    group.add_argument("--weight_decay", type=float, default=0.0)
+    group.add_argument("--num_train_epochs", type=int, default=3)
+    group.add_argument("--max_train_steps", type=int, default=None,
+                       help="Total optimizer steps; overrides --num_train_epochs.")
+    group.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    group.add_argument("--lr_scheduler_type", choices=SCHEDULER_TYPES, default="linear")
+    group.add_argument("--num_warmup_steps", type=int, default=0)
+    group.add_argument("--seed", type=int, default=42)
+    group.add_argument("--dataloader_num_workers", type=int, default=0,
+                       help="Worker processes that load (and augment) batches; 0 loads in the training process.")
+    group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")
+    group.add_argument("--checkpointing_steps", type=checkpointing_value, default=None,
+                       help="Save the full training state every N optimizer steps, or at each 'epoch'.")
+    group.add_argument("--resume_from_checkpoint", default=None,
+                       help="A checkpoint folder to resume from, or 'latest' (the newest in --output_dir).")
+    group.add_argument("--stop_after_steps", type=int, default=None,
+                       help="Save a checkpoint and stop at this optimizer step, as a pre-empted job would; "
+                            "resume later with --resume_from_checkpoint latest (e.g. for time-limited jobs).")
+    group.add_argument("--with_tracking", action="store_true", help="Log metrics to the --report_to trackers.")
+    group.add_argument("--report_to", default="all",
+                       help="Trackers for --with_tracking: tensorboard, wandb, comet_ml, clearml, ... or all.")
+
+
+def add_hub_arguments(parser: argparse.ArgumentParser) -> None:
+    """Publishing the final folder on the Hugging Face Hub."""
+    group = parser.add_argument_group("hub")
+    group.add_argument("--push_to_hub", action="store_true", help="Upload the final folder to the Hub.")
+    group.add_argument("--hub_model_id", default=None, help="The repository (default: the output folder's name).")
+    group.add_argument("--hub_token", default=None, help="A Hub token (default: the saved login or HF_TOKEN).")
+    group.add_argument("--hub_private_repo", action="store_true", help="Create the repository as private.")
+
+
+def build_parser(description: str, add_data_arguments) -> argparse.ArgumentParser:
+    """A script's parser: model, its data options (``add_data_arguments(parser)``), training and hub."""
+    parser = argparse.ArgumentParser(description=description)
+    add_model_arguments(parser)
+    add_data_arguments(parser)
+    add_training_arguments(parser)
+    add_hub_arguments(parser)
+    return parser

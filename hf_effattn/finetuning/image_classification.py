@@ -1,0 +1,18 @@
+"""Image classification fine-tuning (CIFAR-10, CIFAR-100, image folders, parquet): what
+``finetune/run_image_classification.py`` runs."""
+
+from .image_data import add_image_data_arguments, prepare_image_data
+from .model_card import IMAGE_CLASSIFICATION
+from .models import load_image_classifier, load_image_processor
+from .run import Recipe
+
+RECIPE = Recipe(
+    description="Fine-tune an efficient-attention ViT-style encoder for image classification.",
+    add_data_arguments=add_image_data_arguments,
+    load_processor=load_image_processor,
+    prepare_data=prepare_image_data,
+    load_model=load_image_classifier,
+    card_kind=IMAGE_CLASSIFICATION,
+)
+parse_args = RECIPE.parse_args
+main = RECIPE.main

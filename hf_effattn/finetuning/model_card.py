@@ -1,0 +1,153 @@
+"""The model card (``README.md``) of a Hub-ready folder, rendered from ``model_cards/template.md``.
+
+The YAML header is built by ``huggingface_hub.ModelCardData`` (license, tags with the mechanism,
+datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
+``model-index``); the body describes the mechanism, the results, the hyper-parameters and how to load
+the model with ``trust_remote_code=True``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .. import __version__, describe_attention
+
+TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "model_cards" / "template.md"
+
+
+@dataclass(frozen=True)
+class CardKind:
+    """What differs between text and image models in a card."""
+
+    pipeline_tag: str
+    architecture_tag: str
+    processor_class: str
+    model_class: str
+    usage_example: str
+
+
+TEXT_CLASSIFICATION = CardKind(
+    pipeline_tag="text-classification",
+    architecture_tag="roberta",
+    processor_class="AutoTokenizer",
+    model_class="AutoModelForSequenceClassification",
+    usage_example=(
+        '```python\ninputs = processor("A sentence to classify.", return_tensors="pt")\n'
+        "label = model.config.id2label[model(**inputs).logits.argmax(-1).item()]\n```"
+    ),
+)
+IMAGE_CLASSIFICATION = CardKind(
+    pipeline_tag="image-classification",
+    architecture_tag="vit",
+    processor_class="AutoImageProcessor",
+    model_class="AutoModelForImageClassification",
+    usage_example=(
+        '```python\nfrom PIL import Image\n\ninputs = processor(Image.open("image.png"), return_tensors="pt")\n'
+        "label = model.config.id2label[model(**inputs).logits.argmax(-1).item()]\n```"
+    ),
+)
+
+
+@dataclass
+class CardContent:
+    """Everything a card states about one fine-tuned model."""
+
+    kind: CardKind
+    repo_id: str
+    attention_type: str
+    attention_config: dict
+    base_model: str
+    dataset_id: str
+    dataset_config: str | None
+    results: dict[str, dict[str, float]]
+    hyperparameters: dict
+    best: dict | None = None
+    extra_tags: list[str] = field(default_factory=list)
+
+
+def is_hub_id(name: str | None) -> bool:
+    """Whether ``name`` reads as a Hub repository id rather than a local path."""
+    return bool(name) and not Path(name).exists() and name.count("/") <= 1 and not name.startswith((".", "/"))
+
+
+def card_data(content: CardContent):
+    """The YAML metadata of the card (results as a ``model-index`` when the dataset is on the Hub)."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    dataset = content.dataset_id if is_hub_id(content.dataset_id) else None
+    eval_results = [
+        EvalResult(task_type=content.kind.pipeline_tag, dataset_type=dataset, dataset_name=dataset,
+                   dataset_config=content.dataset_config, dataset_split=split, metric_type=metric, metric_value=value)
+        for split, metrics in content.results.items() for metric, value in metrics.items()
+    ] if dataset else []
+    return ModelCardData(
+        license="apache-2.0",
+        library_name="transformers",
+        pipeline_tag=content.kind.pipeline_tag,
+        tags=["hf_effattn", "efficient-attention", content.attention_type, content.kind.architecture_tag,
+              "custom_code", *content.extra_tags],
+        datasets=[dataset] if dataset else None,
+        metrics=sorted({metric for metrics in content.results.values() for metric in metrics} - {"combined_score"}),
+        base_model=content.base_model if is_hub_id(content.base_model) else None,
+        model_name=content.repo_id,
+        eval_results=eval_results or None,
+    )
+
+
+def dataset_sentence(content: CardContent) -> str:
+    """How the card names the dataset: a Hub link, or the local source's name."""
+    name = content.dataset_id if not content.dataset_config else f"{content.dataset_id} ({content.dataset_config})"
+    if is_hub_id(content.dataset_id):
+        return f"[{name}](https://huggingface.co/datasets/{content.dataset_id})"
+    return f"a local dataset, `{Path(content.dataset_id).name}`" + (
+        f" ({content.dataset_config})" if content.dataset_config else "")
+
+
+def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE_PATH):
+    """The ``huggingface_hub.ModelCard`` of a fine-tuned model."""
+    import torch
+    import transformers
+    from huggingface_hub import ModelCard
+
+    if not Path(template_path).is_file():
+        raise FileNotFoundError(f"No model card template at {template_path}: it ships in the source checkout "
+                                "(model_cards/template.md); install hf_effattn from it with `pip install -e .`.")
+    description = describe_attention(content.attention_type)
+    base = content.base_model
+    base_sentence = (f"[{base}](https://huggingface.co/{base})" if is_hub_id(base) else f"`{Path(base).name}`")
+    best_sentence = ""
+    if content.best:
+        best_sentence = (f"The best evaluation during training ({content.best['metric']} = "
+                         f"{content.best['value']:.4f}) came at step {content.best['step']}.")
+    return ModelCard.from_template(
+        card_data(content),
+        template_path=str(template_path),
+        model_name=content.repo_id.split("/")[-1],
+        repo_id=content.repo_id,
+        base_model_sentence=f"This model is {base_sentence}",
+        dataset_sentence=dataset_sentence(content),
+        pipeline_tag=content.kind.pipeline_tag,
+        attention_type=content.attention_type,
+        attention_config=json.dumps(content.attention_config),
+        paper=description["paper"],
+        equations=description["equations"],
+        complexity=description["complexity"],
+        results=[{"split": split, "metric": metric, "value": value}
+                 for split, metrics in content.results.items() for metric, value in metrics.items()],
+        best_sentence=best_sentence,
+        hyperparameters=content.hyperparameters,
+        processor_class=content.kind.processor_class,
+        model_class=content.kind.model_class,
+        usage_example=content.kind.usage_example,
+        versions={"hf_effattn": __version__, "Transformers": transformers.__version__,
+                  "PyTorch": torch.__version__},
+    )
+
+
+def write_model_card(folder: str | Path, content: CardContent) -> Path:
+    """Render the card into ``folder/README.md`` and return its path."""
+    path = Path(folder) / "README.md"
+    render_model_card(content).save(path)
+    return path

@@ -1,0 +1,73 @@
+"""Hub-ready folders and their upload.
+
+A Hub-ready folder holds the weights (safetensors), ``config.json`` with ``auto_map``, the flat
+remote-code files (both written by the model's ``save_pretrained``), the tokenizer or image processor,
+and the model card. :func:`push_folder` uploads it with ``huggingface_hub``; when it cannot (offline, no
+token, the Hub refuses), it logs why and leaves the folder in place.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+
+from .checkpoints import CHECKPOINTS_DIR
+
+logger = logging.getLogger(__name__)
+
+TRUE_VALUES = {"1", "on", "yes", "true"}
+
+
+def save_model_folder(accelerator, model, processor, folder: str | Path) -> None:
+    """Save the (unwrapped) model and its tokenizer or image processor into ``folder`` (main process writes)."""
+    accelerator.wait_for_everyone()
+    accelerator.unwrap_model(model).save_pretrained(
+        folder, is_main_process=accelerator.is_main_process, save_function=accelerator.save,
+        state_dict=accelerator.get_state_dict(model),
+    )
+    if accelerator.is_main_process and processor is not None:
+        processor.save_pretrained(folder)
+    accelerator.wait_for_everyone()
+
+
+def hub_offline() -> bool:
+    """Whether ``HF_HUB_OFFLINE`` is set, read now (``huggingface_hub`` reads it once, at import)."""
+    from huggingface_hub import constants
+
+    return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in TRUE_VALUES
+
+
+def upload_blocker(token: str | None) -> str | None:
+    """Why an upload cannot even be tried (offline mode, no token), or ``None``."""
+    from huggingface_hub import get_token
+
+    if hub_offline():
+        return "HF_HUB_OFFLINE is set"
+    if not (token or get_token()):
+        return "no Hugging Face token was found (pass --hub_token, set HF_TOKEN, or run `hf auth login`)"
+    return None
+
+
+def push_folder(folder: str | Path, repo_id: str, token: str | None = None, private: bool = False) -> str | None:
+    """Upload ``folder`` (without its checkpoints) to the model repository ``repo_id``.
+
+    Returns the repository's URL, or ``None`` after logging why the upload did not happen; the folder is
+    kept either way.
+    """
+    from huggingface_hub import HfApi
+
+    reason = upload_blocker(token)
+    if reason is None:
+        try:
+            api = HfApi(token=token)
+            url = api.create_repo(repo_id, private=private, exist_ok=True)
+            api.upload_folder(repo_id=url.repo_id, folder_path=str(folder), ignore_patterns=[f"{CHECKPOINTS_DIR}/**"],
+                              commit_message="Upload fine-tuned hf_effattn model")
+            logger.info(f"Pushed {folder} to {url}")
+            return str(url)
+        except Exception as error:  # noqa: BLE001 - any failure leaves the local folder as the result
+            reason = f"the upload failed ({type(error).__name__}: {error})"
+    logger.warning(f"Not pushing to the Hub: {reason}. The Hub-ready folder stays at {Path(folder).resolve()}; "
+                   f"upload it later with `hf upload {repo_id} {folder} . --exclude '{CHECKPOINTS_DIR}/**'`.")
+    return None

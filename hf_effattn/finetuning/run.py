@@ -1,0 +1,103 @@
+"""A whole fine-tuning run: train with the Accelerate loop, then write the Hub-ready folder (model,
+tokenizer or image processor, results, model card) and push it when asked."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from .arguments import build_parser
+from .loop import Finetuner, TrainingOutcome, create_accelerator
+from .model_card import CardContent, CardKind, write_model_card
+from .publishing import push_folder, save_model_folder
+
+RESULTS_FILE = "all_results.json"
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a modality's script is made of; :meth:`main` is the script."""
+
+    description: str
+    add_data_arguments: Callable  # (parser) -> None
+    load_processor: Callable  # (model_name_or_path) -> tokenizer or image processor
+    prepare_data: Callable  # (args, processor) -> PreparedData
+    load_model: Callable  # (args, LabelInfo) -> model
+    card_kind: CardKind
+
+    def parse_args(self, argv: list[str] | None = None):
+        return build_parser(self.description, self.add_data_arguments).parse_args(argv)
+
+    def main(self, argv: list[str] | None = None) -> TrainingOutcome:
+        """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""
+        args = self.parse_args(argv)
+        accelerator = create_accelerator(args)
+        processor = self.load_processor(args.model_name_or_path)
+        with accelerator.main_process_first():
+            data = self.prepare_data(args, processor)
+        model = self.load_model(args, data.labels)
+        return finetune(args, accelerator, model, data, processor, self.card_kind)
+
+
+def finetune(args, accelerator, model, data, processor, kind: CardKind) -> TrainingOutcome:
+    """Train ``model`` on ``data``; when the run reaches its last step, publish the final folder."""
+    finetuner = Finetuner(args, accelerator, model, data, processor)
+    outcome = finetuner.train()
+    if outcome.finished:
+        publish(args, accelerator, finetuner.model, processor, data, outcome, kind)
+    return outcome
+
+
+def hyperparameters(args, accelerator, outcome: TrainingOutcome) -> dict:
+    """The training settings a model card reports."""
+    settings = {
+        "learning_rate": args.learning_rate,
+        "weight_decay": args.weight_decay,
+        "per_device_train_batch_size": args.per_device_train_batch_size,
+        "total_train_batch_size": (args.per_device_train_batch_size * accelerator.num_processes
+                                   * args.gradient_accumulation_steps),
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "num_processes": accelerator.num_processes,
+        "mixed_precision": accelerator.mixed_precision,
+        "lr_scheduler_type": args.lr_scheduler_type,
+        "num_warmup_steps": args.num_warmup_steps,
+        "train_steps": outcome.max_steps,
+        "seed": args.seed,
+    }
+    if getattr(args, "max_length", None):
+        settings["max_length"] = args.max_length
+    return settings
+
+
+def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind: CardKind) -> CardContent:
+    """What the model card says about this run."""
+    config = accelerator.unwrap_model(model).config
+    state = outcome.state
+    return CardContent(
+        kind=kind,
+        repo_id=args.hub_model_id or Path(args.output_dir).resolve().name,
+        attention_type=config.attention_type,
+        attention_config=config.attention_config,
+        base_model=args.model_name_or_path,
+        dataset_id=data.dataset_id,
+        dataset_config=data.dataset_config,
+        results=outcome.final_metrics,
+        hyperparameters=hyperparameters(args, accelerator, outcome),
+        best={"metric": data.metrics.main, "value": state.best_metric, "step": state.best_step},
+    )
+
+
+def publish(args, accelerator, model, processor, data, outcome: TrainingOutcome, kind: CardKind) -> None:
+    """Save the Hub-ready folder into ``--output_dir``; upload it with ``--push_to_hub``."""
+    save_model_folder(accelerator, model, processor, args.output_dir)
+    if accelerator.is_main_process:
+        content = card_content(args, accelerator, model, data, outcome, kind)
+        results = {"eval": outcome.final_metrics, "best_metric": outcome.state.best_metric,
+                   "best_step": outcome.state.best_step, "history": outcome.state.history}
+        (Path(args.output_dir) / RESULTS_FILE).write_text(json.dumps(results, indent=2))
+        write_model_card(args.output_dir, content)
+        if args.push_to_hub:
+            push_folder(args.output_dir, content.repo_id, token=args.hub_token, private=args.hub_private_repo)
+    accelerator.wait_for_everyone()

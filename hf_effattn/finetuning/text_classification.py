@@ -1,0 +1,18 @@
+"""Text classification fine-tuning (GLUE, IMDB, Amazon polarity, local files): what
+``finetune/run_text_classification.py`` runs."""
+
+from .model_card import TEXT_CLASSIFICATION
+from .models import load_text_classifier, load_tokenizer
+from .run import Recipe
+from .text_data import add_text_data_arguments, prepare_text_data
+
+RECIPE = Recipe(
+    description="Fine-tune an efficient-attention RoBERTa-style encoder for text classification.",
+    add_data_arguments=add_text_data_arguments,
+    load_processor=load_tokenizer,
+    prepare_data=prepare_text_data,
+    load_model=load_text_classifier,
+    card_kind=TEXT_CLASSIFICATION,
+)
+parse_args = RECIPE.parse_args
+main = RECIPE.main

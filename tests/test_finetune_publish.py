@@ -1,0 +1,154 @@
+"""Publishing: the model card's content and metadata, the upload (with a stand-in Hub API), the offline and
+no-token paths that keep the folder, and loading a fine-tuned folder as remote code without the package."""
+
+import json
+import logging
+import os
+import subprocess
+import sys
+
+import torch
+from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
+from finetune_fixtures import (
+    MAX_LENGTH,
+    cifar_mirror,
+    glue_mirror,
+    load_script,
+    tiny_text_checkpoint,
+    tiny_vit_checkpoint,
+    training_options,
+)
+from huggingface_hub import ModelCard
+
+from hf_effattn.finetuning import publishing
+from hf_effattn.finetuning.model_card import IMAGE_CLASSIFICATION, TEXT_CLASSIFICATION, CardContent, render_model_card
+
+
+def card_content(**changes) -> CardContent:
+    values = dict(kind=TEXT_CLASSIFICATION, repo_id="someone/roberta-kerformer-mrpc", attention_type="kerformer",
+                  attention_config={"se_mode": "token", "se_reduction": 4, "eps": 1e-6},
+                  base_model="FacebookAI/roberta-base", dataset_id="nyu-mll/glue", dataset_config="mrpc",
+                  results={"validation": {"accuracy": 0.875, "f1": 0.9, "combined_score": 0.8875}},
+                  hyperparameters={"learning_rate": 2e-5, "num_processes": 2},
+                  best={"metric": "combined_score", "value": 0.89, "step": 300})
+    values.update(changes)
+    return CardContent(**values)
+
+
+def test_card_metadata_for_hub_datasets_and_checkpoints():
+    card = render_model_card(card_content())
+    data = card.data
+    assert data.license == "apache-2.0" and data.library_name == "transformers"
+    assert data.pipeline_tag == "text-classification"
+    assert {"hf_effattn", "kerformer", "roberta"} <= set(data.tags)
+    assert data.datasets == ["nyu-mll/glue"] and data.base_model == "FacebookAI/roberta-base"
+    assert data.metrics == ["accuracy", "f1"]
+    results = {(r.dataset_split, r.metric_type): r.metric_value for r in data.eval_results}
+    assert results[("validation", "f1")] == 0.9 and data.eval_results[0].dataset_config == "mrpc"
+
+
+def test_card_body_names_the_mechanism_results_settings_and_loading():
+    text = render_model_card(card_content()).text
+    assert "Gan et al., Kerformer" in text and '"se_mode": "token"' in text
+    assert "| validation | f1 | 0.9000 |" in text and "| `learning_rate` | 2e-05 |" in text
+    assert 'AutoModelForSequenceClassification.from_pretrained("someone/roberta-kerformer-mrpc", ' \
+           "trust_remote_code=True)" in text
+    assert "step 300" in text
+
+
+def test_card_for_local_sources_and_images_has_no_invalid_hub_references(tmp_path):
+    card = render_model_card(card_content(kind=IMAGE_CLASSIFICATION, base_model=str(tmp_path), dataset_id=str(tmp_path),
+                                          dataset_config=None))
+    assert card.data.datasets is None and card.data.base_model is None and card.data.eval_results is None
+    assert card.data.pipeline_tag == "image-classification" and "AutoImageProcessor" in card.text
+
+
+class RecordingHubApi:
+    """Stands in for ``huggingface_hub.HfApi``: records the calls instead of making them."""
+
+    calls = []
+
+    def __init__(self, token=None):
+        self.token = token
+
+    def create_repo(self, repo_id, private=False, exist_ok=False):
+        from huggingface_hub import RepoUrl
+
+        self.calls.append(("create_repo", repo_id, private, exist_ok))
+        return RepoUrl(f"https://huggingface.co/{repo_id}")
+
+    def upload_folder(self, **kwargs):
+        self.calls.append(("upload_folder", kwargs))
+
+
+def test_push_creates_the_repository_and_uploads_the_folder_without_checkpoints(tmp_path, monkeypatch):
+    monkeypatch.setattr("huggingface_hub.HfApi", RecordingHubApi)
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    RecordingHubApi.calls.clear()
+    url = publishing.push_folder(tmp_path, "someone/model", token="hf_test", private=True)
+    assert url == "https://huggingface.co/someone/model"
+    (_, repo_id, private, exist_ok), (_, upload) = RecordingHubApi.calls
+    assert (repo_id, private, exist_ok) == ("someone/model", True, True)
+    assert upload["folder_path"] == str(tmp_path) and upload["ignore_patterns"] == ["checkpoints/**"]
+
+
+def test_push_without_a_token_explains_and_keeps_the_folder(tmp_path, monkeypatch, caplog):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    with caplog.at_level(logging.WARNING):
+        assert publishing.push_folder(tmp_path, "someone/model") is None
+    assert "no Hugging Face token was found" in caplog.text and tmp_path.is_dir()
+
+
+def test_offline_push_to_hub_keeps_the_trained_folder_and_says_why(tmp_path, monkeypatch, caplog):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    with caplog.at_level(logging.WARNING):
+        outcome = load_script("run_text_classification").main([
+            "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
+            "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH),
+            *training_options(tmp_path, max_train_steps=2, push_to_hub=True, hub_model_id="someone/tiny-sst2"),
+        ])
+    assert outcome.finished
+    assert "Not pushing to the Hub: HF_HUB_OFFLINE is set" in caplog.text
+    assert str(tmp_path.resolve()) in caplog.text and "hf upload someone/tiny-sst2" in caplog.text
+    for file in ("model.safetensors", "config.json", "README.md", "tokenizer.json"):
+        assert (tmp_path / file).is_file()
+    assert ModelCard.load(tmp_path / "README.md").data.model_name == "someone/tiny-sst2"
+
+
+RELOAD = """
+import json, sys
+sys.modules["hf_effattn"] = None  # the package cannot be imported: only the folder's code can serve
+import torch
+from transformers import AutoImageProcessor, AutoModelForImageClassification
+folder, out = sys.argv[1:]
+model = AutoModelForImageClassification.from_pretrained(folder, trust_remote_code=True).eval()
+processor = AutoImageProcessor.from_pretrained(folder)
+torch.manual_seed(0)
+pixels = torch.rand(2, 3, 16, 16)
+with torch.no_grad():
+    logits = model(pixel_values=pixels).logits
+size = [processor.size["height"], processor.size["width"]]
+json.dump({"module": type(model).__module__, "logits": logits.tolist(), "size": size}, open(out, "w"))
+"""
+
+
+def test_fine_tuned_image_folder_loads_as_remote_code_without_the_package(tmp_path):
+    load_script("run_image_classification").main([
+        "--model_name_or_path", tiny_vit_checkpoint(), "--attention_type", "kerformer",
+        "--dataset_name", cifar_mirror(10), *training_options(tmp_path / "model", max_train_steps=2),
+    ])
+    env = dict(os.environ, HF_HUB_OFFLINE="1", HF_MODULES_CACHE=str(tmp_path / "modules"))
+    result = subprocess.run([sys.executable, "-I", "-c", RELOAD, str(tmp_path / "model"), str(tmp_path / "out.json")],
+                            env=env, capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    reloaded = json.loads((tmp_path / "out.json").read_text())
+    assert reloaded["module"].startswith("transformers_modules") and reloaded["size"] == [16, 16]
+
+    from transformers import AutoModelForImageClassification
+
+    model = AutoModelForImageClassification.from_pretrained(tmp_path / "model").eval()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        expected = model(pixel_values=torch.rand(2, 3, 16, 16)).logits
+    torch.testing.assert_close(torch.tensor(reloaded["logits"]), expected, atol=1e-5, rtol=1e-5)

@@ -1,0 +1,27 @@
+"""``finetune/run_trainer.py``: the same model and data through ``transformers.Trainer``."""
+
+import json
+
+from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
+from finetune_fixtures import MAX_LENGTH, glue_mirror, load_script, tiny_text_checkpoint
+from huggingface_hub import ModelCard
+
+from hf_effattn import EffAttnRobertaForSequenceClassification
+
+
+def test_trainer_with_gradient_accumulation_on_mnli(tmp_path):
+    # The heads compute a mean loss (plus the auxiliary loss): Trainer must not rescale it by item counts.
+    assert EffAttnRobertaForSequenceClassification.accepts_loss_kwargs is False
+    results = load_script("run_trainer").main([
+        "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "singularformer",
+        "--task_name", "mnli", "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH),
+        "--output_dir", str(tmp_path), "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "2",
+        "--max_steps", "3", "--learning_rate", "1e-3", "--report_to", "none", "--use_cpu", "--save_strategy", "no",
+    ])
+    assert set(results) == {"validation_matched", "validation_mismatched"}
+    assert all(set(metrics) == {"accuracy"} for metrics in results.values())
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["attention_type"] == "singularformer" and "auto_map" in config
+    card = ModelCard.load(tmp_path / "README.md")
+    assert "singularformer" in card.data.tags and "| `gradient_accumulation_steps` | 2 |" in card.text
+    assert (tmp_path / "tokenizer.json").is_file() and (tmp_path / "modeling_effattn_roberta.py").is_file()

@@ -1,7 +1,26 @@
 """Settings shared by the whole test suite."""
 
+import logging
+
+import pytest
 import torch
 
 # The test models are tiny: intra-op threads gain nothing, and on a busy 2-core machine OpenMP's waiting
 # threads slow small operations down by up to two orders of magnitude (seen: 0.7 s -> 70 s for a Trainer run).
 torch.set_num_threads(1)
+
+
+def all_loggers() -> list[logging.Logger]:
+    return [logging.getLogger()] + [
+        logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)
+    ]
+
+
+@pytest.fixture(autouse=True)
+def restore_logger_levels():
+    """Command entry points (the demo, the fine-tuning loop) quiet library loggers for their process; tests run
+    them in-process, so every test leaves the logger levels as it found them."""
+    levels = {logger: logger.level for logger in all_loggers()}
+    yield
+    for logger in all_loggers():
+        logger.setLevel(levels.get(logger, logging.NOTSET))

@@ -1,4 +1,4 @@
-"""The model card (``README.md``) of a Hub-ready folder, rendered from ``model_cards/template.md``.
+"""The model card (``README.md``) of a Hub-ready folder, rendered from ``hf_effattn/model_cards/template.md``.
 
 The YAML header is built by ``huggingface_hub.ModelCardData`` (license, tags with the mechanism,
 datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import __version__, describe_attention
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[2] / "model_cards" / "template.md"
+TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "template.md"
 
 
 @dataclass(frozen=True)
@@ -112,8 +112,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
     from huggingface_hub import ModelCard
 
     if not Path(template_path).is_file():
-        raise FileNotFoundError(f"No model card template at {template_path}: it ships in the source checkout "
-                                "(model_cards/template.md); install hf_effattn from it with `pip install -e .`.")
+        raise FileNotFoundError(f"No model card template at {template_path}: pass the path of a Jinja template.")
     description = describe_attention(content.attention_type)
     base = content.base_model
     base_sentence = (f"[{base}](https://huggingface.co/{base})" if is_hub_id(base) else f"`{Path(base).name}`")

@@ -109,7 +109,7 @@ class ChordMix(torch.autograd.Function):
         if ctx.needs_input_grad[0]:
             grad_values = torch.zeros_like(values)
             for k in range(rows.shape[0]):
-                grad_values = grad_values.index_add(0, rows[k], grad * weights[:, k, None])
+                grad_values.index_add_(0, rows[k], grad * weights[:, k, None])
         if ctx.needs_input_grad[1]:
             grad_weights = torch.stack(
                 [torch.linalg.vecdot(grad, values.index_select(0, rows[k])) for k in range(rows.shape[0])], dim=-1

@@ -1,0 +1,89 @@
+"""``hf-effattn bench`` on tiny sizes: the files it writes, the CPU peak-memory measurement, the skipping of
+infeasible lengths and the summary statistics. (Speed itself is measured by the benchmark, never asserted.)"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+
+import pytest
+import torch
+from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
+
+from hf_effattn import benchmark, list_attentions
+
+TINY = ["--lengths", "8", "16", "--hidden_size", "16", "--num_heads", "2", "--repeats", "1", "--warmup", "0",
+        "--device", "cpu", "--dtype", "float32", "--threads", "1"]
+
+
+def bench(tmp_path, *extra: str) -> list[dict]:
+    parser = argparse.ArgumentParser()
+    benchmark.add_arguments(parser)
+    assert benchmark.run(parser.parse_args(TINY + ["--output_dir", str(tmp_path), *extra])) == 0
+    with open(tmp_path / "results.csv") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_bench_writes_csv_markdown_and_plot(tmp_path):
+    rows = bench(tmp_path, "--attentions", "kerformer", "psf")
+    assert list(rows[0]) == benchmark.COLUMNS
+    measured = {(row["mechanism"], row["part"], int(row["length"])) for row in rows}
+    assert measured == {(m, p, n) for m in ("kerformer", "psf", "sdpa", "floor") for p in benchmark.PARTS
+                        for n in (8, 16)}
+    for row in rows:
+        assert not row["note"]
+        assert all(float(row[column]) > 0 for column in ("fwd_ms", "fwd_bwd_ms", "fwd_bwd_peak_mib"))
+    markdown = (tmp_path / "results.md").read_text()
+    assert "forward+backward time (ms)" in markdown and "| kerformer |" in markdown
+    assert benchmark.CPU_MEMORY_METHOD in markdown and "beats sdpa from N" in markdown
+    assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_floor_is_local_to_the_benchmark(tmp_path):
+    bench(tmp_path, "--attentions", "sdpa", "--parts", "layer")
+    assert benchmark.FLOOR not in list_attentions()
+
+
+def test_too_slow_lengths_are_skipped_with_a_note(tmp_path):
+    rows = bench(tmp_path, "--attentions", "eager", "--time_limit", "1e-9")
+    for row in rows:
+        if row["length"] == "8":
+            assert float(row["fwd_bwd_ms"]) > 0 and not row["note"]
+        else:
+            assert row["fwd_bwd_ms"] == "" and row["note"].startswith("skipped: predicted")
+
+
+def test_cpu_peak_counts_a_known_allocation():
+    size = 8 * 2**20
+
+    def allocate():
+        torch.empty(size, dtype=torch.uint8).fill_(1)
+
+    assert size <= benchmark.cpu_peak_bytes(allocate) < size + 2**20
+
+
+def test_cpu_peak_is_the_peak_not_the_total():
+    """Two 8 MiB tensors alive one after the other peak at 8 MiB; alive together, at 16 MiB."""
+    size = 8 * 2**20
+
+    def one_after_the_other():
+        for _ in range(2):
+            torch.ones(size, dtype=torch.uint8)
+
+    def together():
+        first = torch.ones(size, dtype=torch.uint8)
+        return first, torch.ones(size, dtype=torch.uint8)
+
+    assert size <= benchmark.cpu_peak_bytes(one_after_the_other) < 1.5 * size
+    assert 2 * size <= benchmark.cpu_peak_bytes(together) < 2.5 * size
+
+
+def test_growth_exponent_and_crossover():
+    quadratic = {n: 1e-6 * n**2 for n in (256, 512, 1024, 2048)}
+    linear = {n: 1e-3 * n for n in (256, 512, 1024, 2048)}
+    assert benchmark.growth_exponent(quadratic, 3) == pytest.approx(2.0)
+    assert benchmark.growth_exponent(linear, 3) == pytest.approx(1.0)
+    assert benchmark.crossover_length(linear, quadratic, list(linear)) == 1024  # 1.024 < 1.05; 0.512 > 0.26
+    assert benchmark.crossover_length(quadratic, linear, list(linear)) is None
+    del quadratic[2048]  # a baseline skipped as infeasible counts as beaten
+    assert benchmark.crossover_length(linear, quadratic, list(linear)) == 1024

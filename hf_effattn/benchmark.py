@@ -271,7 +271,8 @@ def check_feasible(rows: list[Row], length: int, args, memory_limit_mib: float) 
     if seconds > args.time_limit:
         raise Infeasible(f"skipped: predicted {seconds:.0f} s per call > --time_limit {args.time_limit:g} s")
     if mebibytes > memory_limit_mib:
-        raise Infeasible(f"skipped: predicted peak {mebibytes / 1024:.1f} GiB > limit {memory_limit_mib / 1024:.1f} GiB")
+        raise Infeasible(f"skipped: predicted peak {mebibytes / 1024:.1f} GiB > limit "
+                         f"{memory_limit_mib / 1024:.1f} GiB")
 
 
 def default_memory_limit_mib(device: torch.device) -> float:

@@ -195,7 +195,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eval_size", type=int, default=1000)
     parser.add_argument("--eval_every", type=int, default=0, help="also evaluate every this many steps (0: at the end)")
     parser.add_argument("--log_every", type=int, default=100)
-    parser.add_argument("--min_length", type=int, default=None, help="ListOps: shortest expression (default length / 4)")
+    parser.add_argument("--min_length", type=int, default=None,
+                        help="ListOps: shortest expression (default length / 4)")
     parser.add_argument("--max_depth", type=int, default=10, help="ListOps: maximum tree depth")
     parser.add_argument("--max_args", type=int, default=10, help="ListOps: most arguments of an operator")
     parser.add_argument("--device", default="cpu")

@@ -148,17 +148,23 @@ class EffAttnEncoder(nn.Module):
 
     def __init__(self, config, layer_class: type[EffAttnLayer]):
         super().__init__()
+        self.config = config
         self.layer = nn.ModuleList(layer_class(config, layer_idx=i) for i in range(config.num_hidden_layers))
 
     def forward(
         self,
         hidden_states: torch.Tensor,
         padding_mask: torch.Tensor | None = None,
-        output_attentions: bool = False,
-        output_hidden_states: bool = False,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
     ) -> EffAttnEncoderOutput:
         """``hidden_states [B, N, C]`` -> last hidden state ``[B, N, C]``; ``hidden_states`` (when asked) holds
-        the input and every layer's output, ``attentions`` every layer's ``[B, h, N, N]`` matrix."""
+        the input and every layer's output, ``attentions`` every layer's ``[B, h, N, N]`` matrix. Unset flags
+        take the config's values."""
+        if output_attentions is None:
+            output_attentions = self.config.output_attentions
+        if output_hidden_states is None:
+            output_hidden_states = self.config.output_hidden_states
         all_hidden_states = (hidden_states,) if output_hidden_states else None
         all_attentions = () if output_attentions else None
         aux_losses = []

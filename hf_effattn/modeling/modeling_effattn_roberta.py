@@ -31,6 +31,7 @@ from .outputs import (
     EffAttnSequenceClassifierOutput,
     EffAttnTokenClassifierOutput,
     head_output,
+    model_output,
     sequence_classification_loss,
 )
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
@@ -164,22 +165,9 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
         if input_ids is not None:
             self.warn_if_padding_and_no_attention_mask(input_ids, attention_mask)
         embeddings = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        encoded = self.encoder(
-            embeddings,
-            padding_mask=None if attention_mask is None else attention_mask.bool(),
-            output_attentions=self.config.output_attentions if output_attentions is None else output_attentions,
-            output_hidden_states=(
-                self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-            ),
-        )
-        sequence_output = encoded.last_hidden_state
-        return EffAttnModelOutput(
-            last_hidden_state=sequence_output,
-            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
-            hidden_states=encoded.hidden_states,
-            attentions=encoded.attentions,
-            aux_loss=encoded.aux_loss,
-        )
+        padding_mask = None if attention_mask is None else attention_mask.bool()
+        encoded = self.encoder(embeddings, padding_mask, output_attentions, output_hidden_states)
+        return model_output(encoded, encoded.last_hidden_state, self.pooler)
 
 
 class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):

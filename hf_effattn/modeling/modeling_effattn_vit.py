@@ -33,6 +33,7 @@ from .outputs import (
     EffAttnMaskedImageModelingOutput,
     EffAttnModelOutput,
     head_output,
+    model_output,
     sequence_classification_loss,
 )
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
@@ -100,20 +101,9 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
             pixel_values, bool_masked_pos=bool_masked_pos, interpolate_pos_encoding=interpolate_pos_encoding
         )
         encoded = self.encoder(
-            embeddings,
-            output_attentions=self.config.output_attentions if output_attentions is None else output_attentions,
-            output_hidden_states=(
-                self.config.output_hidden_states if output_hidden_states is None else output_hidden_states
-            ),
+            embeddings, output_attentions=output_attentions, output_hidden_states=output_hidden_states
         )
-        sequence_output = self.layernorm(encoded.last_hidden_state)
-        return EffAttnModelOutput(
-            last_hidden_state=sequence_output,
-            pooler_output=self.pooler(sequence_output) if self.pooler is not None else None,
-            hidden_states=encoded.hidden_states,
-            attentions=encoded.attentions,
-            aux_loss=encoded.aux_loss,
-        )
+        return model_output(encoded, self.layernorm(encoded.last_hidden_state), self.pooler)
 
 
 class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):

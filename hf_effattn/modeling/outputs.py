@@ -87,6 +87,19 @@ class EffAttnMaskedImageModelingOutput(MaskedImageModelingOutput):
     aux_loss: torch.FloatTensor | None = None
 
 
+def model_output(encoded, sequence_output: torch.Tensor, pooler: nn.Module | None) -> EffAttnModelOutput:
+    """A base model's output from its encoder's: ``sequence_output [B, N, C]`` (the last hidden state, after
+    the family's final norm if any), its pooled form when the model has a ``pooler``, and the encoder's hidden
+    states, attentions and ``aux_loss``."""
+    return EffAttnModelOutput(
+        last_hidden_state=sequence_output,
+        pooler_output=pooler(sequence_output) if pooler is not None else None,
+        hidden_states=encoded.hidden_states,
+        attentions=encoded.attentions,
+        aux_loss=encoded.aux_loss,
+    )
+
+
 def head_output(output_class, encoded, loss: torch.Tensor | None, **fields):
     """A head's ``output_class`` from its task ``loss`` (None without labels) and ``fields`` (logits, ...): the
     loss plus the encoder's ``aux_loss``, which is also reported alone, and the encoder's hidden states and

@@ -14,7 +14,7 @@ HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
 def build(name: str, settings: dict | None = None, *, dtype=torch.float64, layer_idx: int = 0, seed: int = 0,
           hidden: int = HIDDEN, heads: int = HEADS, max_length: int | None = MAX_LENGTH, std: float = 0.3):
     """Mechanism ``name`` in eval mode with every parameter drawn from ``N(0, std^2)``, so that no
-    weight sits at a degenerate initial value (PSF's identity factors, DBA's tiny Z)."""
+    weight sits at a degenerate initial value (PSF's uniform 1/K factors, DBA's tiny Z)."""
     torch.manual_seed(seed)
     attn = hf_effattn.build_attention(name, hidden, heads, settings, max_length=max_length, layer_idx=layer_idx)
     with torch.no_grad():

@@ -1,6 +1,6 @@
 """Faithfulness: every mechanism's fast path equals its explicit O(N^2) reference (tests/references.py)
-at real positions of a padded float64 batch, its ``output_attentions`` matrix equals the reference
-matrix, and its gradients pass ``gradcheck``."""
+at real positions of a padded float64 batch and of one without padding, its ``output_attentions`` matrix
+equals the reference matrix, and its gradients pass ``gradcheck`` with and without padding."""
 
 from __future__ import annotations
 
@@ -59,6 +59,14 @@ def test_fast_path_matches_reference(case_id):
         torch.testing.assert_close(out.state, expected_state, atol=ATOL, rtol=0)
 
 
+@pytest.mark.parametrize("case_id", CASES)
+def test_fast_path_without_padding_matches_reference(case_id):
+    """No padding mask: the paths for full batches (PSF's cyclic shifts) match the reference too."""
+    attn = case(case_id)
+    x, mask = random_batch([10, 10], ["right", "right"], 10)
+    assert_real_close(attn(x).context, mask, [r.context for r in reference(attn, x, mask)])
+
+
 @pytest.mark.parametrize("case_id", STATEFUL)
 def test_second_layer_matches_reference_with_passed_state(case_id):
     first, second = case(case_id), case(case_id, layer_idx=1, seed=1)
@@ -89,10 +97,12 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+@pytest.mark.parametrize("padded", [True, False], ids=["padded", "unpadded"])
 @pytest.mark.parametrize("case_id", CASES)
-def test_gradcheck_with_padding(case_id, one_thread):
+def test_gradcheck(case_id, padded, one_thread):
     attn = case(case_id, hidden=8, max_length=8).train()  # no dropout: training mode is deterministic
-    x, mask = random_batch([4, 2], ["right", "left"], 4, width=8)
+    x, mask = random_batch([4, 2] if padded else [4, 4], ["right", "left"], 4, width=8)
+    mask = mask if padded else None
 
     def outputs(hidden_states):
         out = attn(hidden_states, mask)

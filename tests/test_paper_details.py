@@ -1,11 +1,13 @@
 """Paper details of each mechanism, one test each: Singularformer's aux losses, residual scores and pooling
-order; DBA's Z flowing between layers; Kerformer's SE-K modes and length limits; PSF's Chord links."""
+order; DBA's Z flowing between layers; Kerformer's SE-K modes and length limits; PSF's Chord links and
+initial factors."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
+import hf_effattn
 from hf_effattn.modeling.attention_psf import chord_links
 from mechanism_helpers import build, mixed_batch, pad
 from references import reference
@@ -146,6 +148,26 @@ def test_psf_chord_links_per_sequence():
     for b, rows in enumerate(expected):
         assert links[b][mask[b]].tolist() == rows
     assert torch.gather(mask, 1, links.view(3, -1)).all()  # no row, not even a pad's, links to a pad
+
+
+def test_psf_initial_factors_average_their_links():
+    """As built, each factor weighs its K links 1/K each (the paper's starting point for its non-parametric
+    factors), up to the small noise of the MLPs; without that noise the implied attention is the M-th power
+    of the Chord averaging matrix (row-stochastic)."""
+    torch.manual_seed(0)
+    attn = hf_effattn.build_attention("psf", 16, 2, max_length=16).double().eval()
+    x = torch.randn(1, 16, 16, dtype=torch.float64)
+    weights = attn.factor_weights(x)
+    close(weights, torch.full_like(weights, 1 / attn.num_links), atol=0.05)
+    with torch.no_grad():
+        attn.factor_out_weight.zero_()
+    averaging = torch.zeros(16, 16, dtype=torch.float64)
+    for row, links in enumerate(chord_links(None, 1, 16, attn.num_links, "cpu")[0].tolist()):
+        for column in links:
+            averaging[row, column] += 1 / attn.num_links
+    probs = attn(x, output_attentions=True).attentions[0, 0]
+    close(probs, torch.linalg.matrix_power(averaging, attn.num_factors))
+    close(probs.sum(-1), torch.ones(16, dtype=torch.float64))
 
 
 def test_psf_rejects_inputs_longer_than_max_length():

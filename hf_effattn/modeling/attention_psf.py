@@ -19,8 +19,13 @@ its real tokens, so pads are never reached and left or right padding gives the s
 ``K = M = ceil(log2 N_max)`` by default (``N_max`` the model's maximum length); no softmax and no
 scaling, as in the paper, so the factor products run in float32 even under autocast (a product of
 many unnormalised factors can overflow in half precision). Query and key projections are not used.
-Our initialisation (not in the paper): each factor starts as the identity (self-link weight 1,
-others 0, plus small noise from the MLP) so that a deep product neither vanishes nor explodes.
+Initialisation: every factor starts as the average of its K links (weight 1/K each, plus small noise
+from the MLP), the starting point the paper gives its non-parametric factors (Sec. 5.1, entries drawn
+from ``[1/K, 1/K + 0.01]``). Each factor is then row-stochastic, so a deep product neither vanishes nor
+explodes, and every token starts out mixing the tokens its paths of M links reach. (An identity start
+leaves a saddle: no path between two tokens carries weight, and the adding problem stays at chance.)
+``factor_hidden_size`` is not in the paper; its default, 64, keeps the M MLPs (run on every token)
+cheaper than the value projection at RoBERTa's widths.
 
 Cost: O(N log^2 N) time, O(N log N) memory.
 """
@@ -32,6 +37,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.autograd.function import once_differentiable
 from transformers import initialization as init
 
 from .attention_base import (
@@ -48,7 +54,7 @@ class PSFSettings(AttentionSettings):
 
     num_factors: int | None = None
     num_links: int | None = None
-    factor_hidden_size: int | None = None
+    factor_hidden_size: int | None = 64
     residual: bool = False
 
     def check(self, hidden_size, num_heads, max_length):
@@ -63,7 +69,7 @@ class PSFSettings(AttentionSettings):
 
 def chord_links(padding_mask: torch.Tensor | None, batch: int, length: int, num_links: int, device) -> torch.Tensor:
     """``[B, N, K]`` absolute index of each token's K Chord links (Eq. 1), per sequence over its real tokens."""
-    offsets = torch.tensor([0] + [2**k for k in range(num_links - 1)], device=device)
+    offsets = torch.tensor(chord_offsets(num_links), device=device)
     ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]
     lengths = real_lengths(padding_mask, batch, length, device).clamp(min=1)[:, None, None]
     linked_ranks = (ranks[..., None] + offsets) % lengths  # [B, N, K]
@@ -81,21 +87,35 @@ def link_rows(links: torch.Tensor) -> torch.Tensor:
 
 def chord_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
     """``out[i] = sum_k weights[i, k] values[rows[k, i]]``: ``values [R, C]``, ``weights [R, K]``, ``rows [K, R]``
-    -> ``[R, C]``, one row gather and one in-place multiply-add per link."""
-    mixed = torch.zeros_like(values)
+    -> ``[R, C]``, one row gather (into one reused buffer) and one in-place multiply-add per link."""
+    mixed, linked = torch.zeros_like(values), torch.empty_like(values)
     for k in range(rows.shape[0]):
-        mixed.addcmul_(values.index_select(0, rows[k]), weights[:, k, None])
+        torch.index_select(values, 0, rows[k], out=linked)
+        mixed.addcmul_(linked, weights[:, k, None])
     return mixed
 
 
-class ChordMix(torch.autograd.Function):
-    """:func:`chord_mix` with a hand-written backward that gathers the linked rows again rather than keeping K
-    gathered copies of the values: O(R C) memory per factor instead of O(R K C), and no per-link autograd nodes.
-    The backward is written in differentiable operations, so double backward works too::
+def chord_mix_backward(grad: torch.Tensor, values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor):
+    """Gradients of :func:`chord_mix` with respect to ``values`` and ``weights``, gathering the linked rows
+    again rather than keeping K gathered copies of the values, with one reused ``[R, C]`` buffer::
 
-        grad_values[j]    = sum over (i, k) with rows[k, i] = j of weights[i, k] grad[i]
+        grad_values[j]     = sum over (i, k) with rows[k, i] = j of weights[i, k] grad[i]
         grad_weights[i, k] = grad[i] . values[rows[k, i]]
     """
+    grad_values, buffer = torch.zeros_like(values), torch.empty_like(values)
+    grad_weights = torch.empty(rows.shape, dtype=weights.dtype, device=weights.device)  # [K, R]
+    for k in range(rows.shape[0]):
+        torch.mul(grad, weights[:, k, None], out=buffer)
+        grad_values.index_add_(0, rows[k], buffer)
+        torch.index_select(values, 0, rows[k], out=buffer)
+        torch.sum(buffer.mul_(grad), dim=1, out=grad_weights[k])
+    return grad_values, grad_weights.t()
+
+
+class ChordMix(torch.autograd.Function):
+    """:func:`chord_mix` with the hand-written backward :func:`chord_mix_backward`: O(R C) memory per factor
+    instead of autograd's O(R K C), and no per-link autograd nodes. Its buffers are reused in place, so it is
+    differentiable once (a double backward raises)."""
 
     @staticmethod
     def forward(ctx, values, weights, rows):
@@ -103,17 +123,53 @@ class ChordMix(torch.autograd.Function):
         return chord_mix(values, weights, rows)
 
     @staticmethod
+    @once_differentiable
     def backward(ctx, grad):
-        values, weights, rows = ctx.saved_tensors
-        grad_values = grad_weights = None
-        if ctx.needs_input_grad[0]:
-            grad_values = torch.zeros_like(values)
-            for k in range(rows.shape[0]):
-                grad_values.index_add_(0, rows[k], grad * weights[:, k, None])
-        if ctx.needs_input_grad[1]:
-            grad_weights = torch.stack(
-                [torch.linalg.vecdot(grad, values.index_select(0, rows[k])) for k in range(rows.shape[0])], dim=-1
-            )
+        grad_values, grad_weights = chord_mix_backward(grad.contiguous(), *ctx.saved_tensors)
+        return grad_values, grad_weights, None
+
+
+def chord_offsets(num_links: int) -> list[int]:
+    """The K link offsets of Eq. 1: ``[0, 1, 2, 4, ..., 2^(K-2)]``."""
+    return [0] + [2**k for k in range(num_links - 1)]
+
+
+def shift_pieces(length: int, offsets: list[int]):
+    """For a sequence of ``length`` tokens without padding, link k of token t is ``(t + offsets[k]) mod length``:
+    yields ``(k, rows, linked)``, pairs of slices with ``linked`` the rows of ``rows`` shifted by the offset
+    (at most two pairs per link: before and after the wrap)."""
+    for k, offset in enumerate(offsets):
+        shift = offset % length
+        yield k, slice(0, length - shift), slice(shift, length)
+        if shift:
+            yield k, slice(length - shift, length), slice(0, shift)
+
+
+class ChordShiftMix(torch.autograd.Function):
+    """:class:`ChordMix` for a batch without padding, where every sequence has all N tokens: each link is a
+    cyclic shift, so the linked rows are read in place from slices of the values (no gather, no index).
+    ``values [B, N, C]``, ``weights [B, N, K]``, ``offsets`` (:func:`chord_offsets`) -> ``[B, N, C]``."""
+
+    @staticmethod
+    def forward(ctx, values, weights, offsets):
+        ctx.save_for_backward(values, weights)
+        ctx.offsets = offsets
+        mixed = torch.zeros_like(values)
+        for k, rows, linked in shift_pieces(values.shape[1], offsets):
+            mixed[:, rows].addcmul_(values[:, linked], weights[:, rows, k, None])
+        return mixed
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        values, weights = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_values, products = torch.zeros_like(values), torch.empty_like(values)
+        grad_weights = torch.empty_like(weights)
+        for k, rows, linked in shift_pieces(values.shape[1], ctx.offsets):
+            grad_values[:, linked].addcmul_(grad[:, rows], weights[:, rows, k, None])
+            torch.mul(grad[:, rows], values[:, linked], out=products[:, rows])
+            torch.sum(products[:, rows], dim=-1, out=grad_weights[:, rows, k])
         return grad_values, grad_weights, None
 
 
@@ -145,24 +201,29 @@ class PSFAttention(EfficientAttention):
         init.normal_(self.factor_in_weight, std=std)
         init.zeros_(self.factor_in_bias)
         init.normal_(self.factor_out_weight, std=std)
-        init.copy_(self.factor_out_bias, F.one_hot(torch.zeros(self.num_factors, 1, dtype=torch.long),
-                                                   self.num_links).float())
+        init.constant_(self.factor_out_bias, 1.0 / self.num_links)
 
     def factor_weights(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """Non-zeros of every factor, ``[M, B, N, K]`` (Eq. 3)."""
+        """Non-zeros of every factor, ``[M, B, N, K]`` (Eq. 3). The M first layers run as one ``[C, M * hidden]``
+        GEMM, so the backward to X is one GEMM too (no ``[M, B * N, C]`` gradient to sum)."""
         batch, length, width = hidden_states.shape
-        flat = hidden_states.reshape(1, batch * length, width)
-        hidden = F.gelu(torch.baddbmm(self.factor_in_bias, flat.expand(self.num_factors, -1, -1), self.factor_in_weight))
+        num_factors, _, hidden_width = self.factor_in_weight.shape
+        in_weight = self.factor_in_weight.permute(1, 0, 2).reshape(width, num_factors * hidden_width)
+        hidden = torch.addmm(self.factor_in_bias.reshape(-1), hidden_states.reshape(-1, width), in_weight)
+        hidden = F.gelu(hidden).view(-1, num_factors, hidden_width).transpose(0, 1)  # [M, B * N, hidden]
         weights = torch.baddbmm(self.factor_out_bias, hidden, self.factor_out_weight)
-        return weights.view(self.num_factors, batch, length, self.num_links)
+        return weights.view(num_factors, batch, length, self.num_links)
 
-    def apply_factor(self, values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
+    def apply_factor(self, values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
         """``W_m V`` (plus ``V`` with ``residual``): ``values [B, N, C]``, ``weights [B, N, K]``, ``rows [K, B * N]``
-        (see :func:`link_rows`) -> ``[B, N, C]``."""
+        (see :func:`link_rows`), or None for a batch without padding (links are cyclic shifts) -> ``[B, N, C]``."""
         batch, length, width = values.shape
-        flat_values = values.reshape(batch * length, width)
-        mixed = ChordMix.apply(flat_values, weights.reshape(batch * length, self.num_links), rows)
-        return (mixed + flat_values if self.settings.residual else mixed).view(batch, length, width)
+        if rows is None:
+            mixed = ChordShiftMix.apply(values, weights, chord_offsets(self.num_links))
+        else:
+            mixed = ChordMix.apply(values.reshape(batch * length, width),
+                                   weights.reshape(batch * length, self.num_links), rows).view(batch, length, width)
+        return mixed + values if self.settings.residual else mixed
 
     def dense_factor(self, weights: torch.Tensor, links: torch.Tensor) -> torch.Tensor:
         """The dense ``[B, N, N]`` matrix of one factor (for ``output_attentions`` only)."""
@@ -182,7 +243,8 @@ class PSFAttention(EfficientAttention):
         with torch.autocast(hidden_states.device.type, enabled=False):
             compute_dtype = torch.promote_types(values.dtype, torch.float32)  # at least float32, float64 stays
             weights, context = weights.to(compute_dtype), values.to(compute_dtype)
-            rows = link_rows(links)
+            padded = padding_mask is not None and not bool(padding_mask.all())
+            rows = link_rows(links) if padded else None
             for m in reversed(range(self.num_factors)):
                 context = self.apply_factor(context, weights[m], rows)
             attentions = None

@@ -19,6 +19,9 @@ its real tokens, so pads are never reached and left or right padding gives the s
 ``K = M = ceil(log2 N_max)`` by default (``N_max`` the model's maximum length); no softmax and no
 scaling, as in the paper, so the factor products run in float32 even under autocast (a product of
 many unnormalised factors can overflow in half precision). Query and key projections are not used.
+Each factor is applied by one of two exact kernels with hand-written backwards: :class:`ChordShiftMix` for a
+batch without padding (each link is a cyclic shift of the sequence, read in place from two slices) and
+:class:`ChordMix` (row gathers) for a padded one.
 Initialisation: every factor starts as the average of its K links (weight 1/K each, plus small noise
 from the MLP), the starting point the paper gives its non-parametric factors (Sec. 5.1, entries drawn
 from ``[1/K, 1/K + 0.01]``). Each factor is then row-stochastic, so a deep product neither vanishes nor
@@ -67,6 +70,11 @@ class PSFSettings(AttentionSettings):
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")
 
 
+def chord_offsets(num_links: int) -> list[int]:
+    """The K link offsets of Eq. 1: ``[0, 1, 2, 4, ..., 2^(K-2)]``."""
+    return [0] + [2**k for k in range(num_links - 1)]
+
+
 def chord_links(padding_mask: torch.Tensor | None, batch: int, length: int, num_links: int, device) -> torch.Tensor:
     """``[B, N, K]`` absolute index of each token's K Chord links (Eq. 1), per sequence over its real tokens."""
     offsets = torch.tensor(chord_offsets(num_links), device=device)
@@ -85,53 +93,39 @@ def link_rows(links: torch.Tensor) -> torch.Tensor:
     return (links + offsets).view(batch * length, num_links).t().contiguous()
 
 
-def chord_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor) -> torch.Tensor:
-    """``out[i] = sum_k weights[i, k] values[rows[k, i]]``: ``values [R, C]``, ``weights [R, K]``, ``rows [K, R]``
-    -> ``[R, C]``, one row gather (into one reused buffer) and one in-place multiply-add per link."""
-    mixed, linked = torch.zeros_like(values), torch.empty_like(values)
-    for k in range(rows.shape[0]):
-        torch.index_select(values, 0, rows[k], out=linked)
-        mixed.addcmul_(linked, weights[:, k, None])
-    return mixed
-
-
-def chord_mix_backward(grad: torch.Tensor, values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor):
-    """Gradients of :func:`chord_mix` with respect to ``values`` and ``weights``, gathering the linked rows
-    again rather than keeping K gathered copies of the values, with one reused ``[R, C]`` buffer::
+class ChordMix(torch.autograd.Function):
+    """``out[i] = sum_k weights[i, k] values[rows[k, i]]`` for any batch (padded or not): ``values [R, C]``,
+    ``weights [R, K]``, ``rows [K, R]`` (:func:`link_rows`) -> ``[R, C]``. Per link: one row gather into a reused
+    buffer and one in-place multiply-add. The hand-written backward gathers the linked rows again rather than
+    keeping K gathered copies (O(R C) memory per factor instead of autograd's O(R K C))::
 
         grad_values[j]     = sum over (i, k) with rows[k, i] = j of weights[i, k] grad[i]
         grad_weights[i, k] = grad[i] . values[rows[k, i]]
-    """
-    grad_values, buffer = torch.zeros_like(values), torch.empty_like(values)
-    grad_weights = torch.empty(rows.shape, dtype=weights.dtype, device=weights.device)  # [K, R]
-    for k in range(rows.shape[0]):
-        torch.mul(grad, weights[:, k, None], out=buffer)
-        grad_values.index_add_(0, rows[k], buffer)
-        torch.index_select(values, 0, rows[k], out=buffer)
-        torch.sum(buffer.mul_(grad), dim=1, out=grad_weights[k])
-    return grad_values, grad_weights.t()
 
-
-class ChordMix(torch.autograd.Function):
-    """:func:`chord_mix` with the hand-written backward :func:`chord_mix_backward`: O(R C) memory per factor
-    instead of autograd's O(R K C), and no per-link autograd nodes. Its buffers are reused in place, so it is
-    differentiable once (a double backward raises)."""
+    Its buffers are reused in place, so it is differentiable once (a double backward raises)."""
 
     @staticmethod
     def forward(ctx, values, weights, rows):
         ctx.save_for_backward(values, weights, rows)
-        return chord_mix(values, weights, rows)
+        mixed, linked = torch.zeros_like(values), torch.empty_like(values)
+        for k in range(rows.shape[0]):
+            torch.index_select(values, 0, rows[k], out=linked)
+            mixed.addcmul_(linked, weights[:, k, None])
+        return mixed
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        grad_values, grad_weights = chord_mix_backward(grad.contiguous(), *ctx.saved_tensors)
-        return grad_values, grad_weights, None
-
-
-def chord_offsets(num_links: int) -> list[int]:
-    """The K link offsets of Eq. 1: ``[0, 1, 2, 4, ..., 2^(K-2)]``."""
-    return [0] + [2**k for k in range(num_links - 1)]
+        values, weights, rows = ctx.saved_tensors
+        grad = grad.contiguous()
+        grad_values, buffer = torch.zeros_like(values), torch.empty_like(values)
+        grad_weights = torch.empty(rows.shape, dtype=weights.dtype, device=weights.device)  # [K, R]
+        for k in range(rows.shape[0]):
+            torch.mul(grad, weights[:, k, None], out=buffer)
+            grad_values.index_add_(0, rows[k], buffer)
+            torch.index_select(values, 0, rows[k], out=buffer)
+            torch.sum(buffer.mul_(grad), dim=1, out=grad_weights[k])
+        return grad_values, grad_weights.t(), None
 
 
 def shift_pieces(length: int, offsets: list[int]):
@@ -147,8 +141,9 @@ def shift_pieces(length: int, offsets: list[int]):
 
 class ChordShiftMix(torch.autograd.Function):
     """:class:`ChordMix` for a batch without padding, where every sequence has all N tokens: each link is a
-    cyclic shift, so the linked rows are read in place from slices of the values (no gather, no index).
-    ``values [B, N, C]``, ``weights [B, N, K]``, ``offsets`` (:func:`chord_offsets`) -> ``[B, N, C]``."""
+    cyclic shift, so the linked rows are read in place from slices of the values (no gather, no index, no
+    buffer in the forward). ``values [B, N, C]``, ``weights [B, N, K]``, ``offsets`` (:func:`chord_offsets`)
+    -> ``[B, N, C]``. Differentiable once, like :class:`ChordMix`."""
 
     @staticmethod
     def forward(ctx, values, weights, offsets):

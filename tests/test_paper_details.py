@@ -170,6 +170,13 @@ def test_psf_initial_factors_average_their_links():
     close(probs.sum(-1), torch.ones(16, dtype=torch.float64))
 
 
+def test_psf_factor_width_is_64_by_default_and_none_keeps_the_model_width():
+    """Configs saved while ``None`` was the default (the model width) still build the same shapes."""
+    assert hf_effattn.build_attention("psf", 16, 2, max_length=16).factor_in_weight.shape == (4, 16, 64)
+    legacy = hf_effattn.build_attention("psf", 16, 2, {"factor_hidden_size": None}, max_length=16)
+    assert legacy.factor_in_weight.shape == (4, 16, 16) and legacy.factor_out_weight.shape == (4, 16, 4)
+
+
 def test_psf_rejects_inputs_longer_than_max_length():
     attn = build("psf", max_length=8)
     with pytest.raises(ValueError, match="Sequence length 9 exceeds the maximum length 8"):

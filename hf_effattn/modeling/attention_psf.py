@@ -28,7 +28,7 @@ from ``[1/K, 1/K + 0.01]``). Each factor is then row-stochastic, so a deep produ
 explodes, and every token starts out mixing the tokens its paths of M links reach. (An identity start
 leaves a saddle: no path between two tokens carries weight, and the adding problem stays at chance.)
 ``factor_hidden_size`` is not in the paper; its default, 64, keeps the M MLPs (run on every token)
-cheaper than the value projection at RoBERTa's widths.
+about as cheap as the value projection at RoBERTa's widths (``64 M`` is close to C).
 
 Cost: O(N log^2 N) time, O(N log N) memory.
 """

@@ -232,13 +232,14 @@ class PSFAttention(EfficientAttention):
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         batch, length, _ = hidden_states.shape
         self.check_length(length)
-        links = chord_links(padding_mask, batch, length, self.num_links, hidden_states.device)
+        padded = padding_mask is not None and not bool(padding_mask.all())
+        needs_links = padded or output_attentions  # a batch without padding mixes by cyclic shifts
+        links = chord_links(padding_mask, batch, length, self.num_links, hidden_states.device) if needs_links else None
         weights = self.factor_weights(hidden_states)
         values = self.value(hidden_states)
         with torch.autocast(hidden_states.device.type, enabled=False):
             compute_dtype = torch.promote_types(values.dtype, torch.float32)  # at least float32, float64 stays
             weights, context = weights.to(compute_dtype), values.to(compute_dtype)
-            padded = padding_mask is not None and not bool(padding_mask.all())
             rows = link_rows(links) if padded else None
             for m in reversed(range(self.num_factors)):
                 context = self.apply_factor(context, weights[m], rows)

@@ -61,10 +61,12 @@ class PSFSettings(AttentionSettings):
     residual: bool = False
 
     def check(self, hidden_size, num_heads, max_length):
-        for name in ("num_factors", "num_links", "factor_hidden_size"):
+        meaning_of_none = {"num_factors": "ceil(log2 N_max)", "num_links": "ceil(log2 N_max)",
+                           "factor_hidden_size": "the model width"}
+        for name, none_means in meaning_of_none.items():
             value = getattr(self, name)
             require(value is None or (isinstance(value, int) and value >= 1), name, value,
-                    "a positive integer, or None for the default")
+                    f"a positive integer, or None for {none_means}")
         if self.num_links is not None and max_length:
             require(2 ** (self.num_links - 2) < max_length, "num_links", self.num_links,
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")

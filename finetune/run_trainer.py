@@ -9,7 +9,7 @@ model options (``--attention_type``, ``--attention_config``), plus every ``Train
 
 The heads set ``accepts_loss_kwargs = False`` (their loss is a mean, plus the mechanisms' auxiliary loss),
 so Trainer scales the loss correctly under gradient accumulation. The output folder is Hub-ready, with the
-model card of ``hf_effattn/model_cards/template.md``; ``--push_to_hub`` uploads it with hf_effattn's publisher (and
+model card of ``model_cards/template.md``; ``--push_to_hub`` uploads it with hf_effattn's publisher (and
 not Trainer's, which would replace the card).
 """
 

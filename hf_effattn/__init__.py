@@ -8,8 +8,8 @@ The package surface:
   (``EffAttnRoberta*``, ``EffAttnViT*``), registered with the ``Auto*`` classes on import;
 * model presets (``list_models``, ``create_model``).
 
-The model code itself lives in the flat folder ``hf_effattn/modeling`` so that saved checkpoints carry it
-as remote code.
+The model code itself lives in the flat folder ``modeling/`` at the top of the repository, installed as
+``hf_effattn.modeling``, so that saved checkpoints carry it as remote code.
 """
 
 import transformers

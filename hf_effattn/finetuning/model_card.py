@@ -1,4 +1,5 @@
-"""The model card (``README.md``) of a Hub-ready folder, rendered from ``hf_effattn/model_cards/template.md``.
+"""The model card (``README.md``) of a Hub-ready folder, rendered from ``model_cards/template.md``
+(installed as ``hf_effattn.model_cards``).
 
 The YAML header is built by ``huggingface_hub.ModelCardData`` (license, tags with the mechanism,
 datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
@@ -12,9 +13,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import __version__, describe_attention
+from .. import __version__, describe_attention, model_cards
 
-TEMPLATE_PATH = Path(__file__).resolve().parents[1] / "model_cards" / "template.md"
+TEMPLATE_PATH = Path(model_cards.__file__).resolve().parent / "template.md"
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,122 @@
+"""The layout: ``modeling/`` and ``model_cards/`` sit at the top of the repository and are installed as the
+subpackages ``hf_effattn.modeling`` and ``hf_effattn.model_cards``, in the editable install the README uses
+and in a regular wheel install; neither can be imported a second time under a top-level name."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import hf_effattn
+from hf_effattn.finetuning import model_card
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def run_python(code: str, cwd: Path, python: str = sys.executable, **env_overrides) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", **env_overrides}
+    return subprocess.run([python, "-c", textwrap.dedent(code)], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_editable_install_maps_the_top_level_folders_into_the_package():
+    assert Path(hf_effattn.modeling.__file__).parent == REPO / "modeling"
+    assert model_card.TEMPLATE_PATH == REPO / "model_cards" / "template.md"
+    assert model_card.TEMPLATE_PATH.is_file()
+    assert not any(name.split(".")[0] in {"modeling", "model_cards"} for name in sys.modules)
+
+
+def test_top_level_folders_refuse_a_second_import_under_another_name():
+    result = run_python(
+        """
+        import hf_effattn
+        for name in ("modeling", "modeling.attention_kerformer", "model_cards"):
+            try:
+                __import__(name)
+            except ImportError as error:
+                print(name, "refused:", error)
+            else:
+                raise SystemExit(f"{name} was imported a second time")
+        """,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.count("refused:") == 3
+    assert "import hf_effattn.modeling instead" in result.stdout
+
+
+WHEEL_USER = """
+    import json, sys
+    from pathlib import Path
+    import torch
+    import hf_effattn
+    from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
+
+    assert Path(hf_effattn.__file__).is_relative_to(Path(sys.prefix)), hf_effattn.__file__
+    assert Path(hf_effattn.modeling.__file__).parent == Path(hf_effattn.__file__).parent / "modeling"
+    config = hf_effattn.create_config("roberta-base/kerformer", num_hidden_layers=1, hidden_size=32,
+                                      num_attention_heads=2, intermediate_size=64, vocab_size=100,
+                                      max_position_embeddings=40, num_labels=2)
+    torch.manual_seed(0)
+    model = hf_effattn.EffAttnRobertaForSequenceClassification(config).eval()
+    model.save_pretrained("saved")
+    inputs = {"input_ids": torch.tensor([[0, 5, 6, 7, 2]]), "attention_mask": torch.ones(1, 5, dtype=torch.long)}
+    with torch.no_grad():
+        torch.save({"inputs": inputs, "logits": model(**inputs).logits}, "saved/case.pt")
+    card = write_model_card("saved", CardContent(
+        kind=TEXT_CLASSIFICATION, repo_id="user/tiny-kerformer", attention_type="kerformer",
+        attention_config=config.attention_config, base_model="FacebookAI/roberta-base", dataset_id="nyu-mll/glue",
+        dataset_config="sst2", results={"validation": {"accuracy": 0.5}}, hyperparameters={"learning_rate": 1e-3}))
+    assert "kerformer" in card.read_text()
+    print("saved and carded")
+"""
+
+REMOTE_LOADER = """
+    import sys
+    import torch
+    from transformers import AutoModelForSequenceClassification
+
+    class BlockPackage:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "hf_effattn":
+                raise ImportError("hf_effattn must not be imported by remote code")
+
+    sys.meta_path.insert(0, BlockPackage())
+    model = AutoModelForSequenceClassification.from_pretrained("saved", trust_remote_code=True).eval()
+    case = torch.load("saved/case.pt")
+    with torch.no_grad():
+        torch.testing.assert_close(model(**case["inputs"]).logits, case["logits"], atol=1e-6, rtol=1e-6)
+    print("reloaded as remote code")
+"""
+
+
+def test_wheel_install_works_from_outside_the_checkout(tmp_path):
+    wheel_dir, venv = tmp_path / "wheels", tmp_path / "venv"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(REPO)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr[-3000:]
+    (wheel,) = wheel_dir.glob("hf_effattn-*.whl")
+    # The venv sees this interpreter's torch and transformers; the wheel installed into it shadows the checkout.
+    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
+    python = str(venv / "bin" / "python")
+    install = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
+                             capture_output=True, text=True, timeout=300)
+    assert install.returncode == 0, install.stderr[-3000:]
+
+    work = tmp_path / "elsewhere"
+    work.mkdir()
+    saved = run_python(WHEEL_USER, cwd=work, python=python, HF_HOME=str(tmp_path / "hf_home"))
+    assert saved.returncode == 0, saved.stderr[-3000:]
+    assert "saved and carded" in saved.stdout
+    copied = {p.name for p in (work / "saved").glob("*.py")}
+    assert {"modeling_effattn_roberta.py", "configuration_effattn.py", "attention_kerformer.py"} <= copied
+    assert copied <= {p.name for p in (REPO / "modeling").glob("*.py")} - {"__init__.py"}
+    reloaded = run_python(REMOTE_LOADER, cwd=work, python=python, HF_HOME=str(tmp_path / "hf_home"))
+    assert reloaded.returncode == 0, reloaded.stderr[-3000:]
+    assert "reloaded as remote code" in reloaded.stdout

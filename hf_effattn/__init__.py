@@ -6,7 +6,9 @@ The package surface:
   ``describe_attention``);
 * the Transformers classes: configs (``EffAttnRobertaConfig``, ``EffAttnViTConfig``), encoders and heads
   (``EffAttnRoberta*``, ``EffAttnViT*``), registered with the ``Auto*`` classes on import;
-* model presets (``list_models``, ``create_model``).
+* model presets (``list_models``, ``create_model``);
+* attention transfer (``transfer_attention``), which trains a converted model's new attention to reproduce its
+  source's softmax attention.
 
 The model code itself lives in the flat folder ``modeling/`` at the top of the repository, installed as
 ``hf_effattn.modeling``, so that saved checkpoints carry it as remote code.
@@ -45,6 +47,7 @@ from .modeling.modeling_effattn_vit import (
     EffAttnViTPreTrainedModel,
 )
 from .presets import create_config, create_model, list_models
+from .transfer import TransferReport, transfer_attention
 
 __version__ = "0.1.0"
 
@@ -70,4 +73,5 @@ __all__ = [
     "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice",
     "EffAttnViTPreTrainedModel", "EffAttnViTModel", "EffAttnViTForImageClassification",
     "EffAttnViTForMaskedImageModeling", "create_config", "create_model", "list_models",
+    "TransferReport", "transfer_attention",
 ]

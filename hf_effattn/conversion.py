@@ -10,6 +10,11 @@ this package. Weights the checkpoint shares are reused; the new and the dropped 
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
 encoder. From Python: :func:`convert`.
+
+With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
+checkpoint's softmax attention (:mod:`hf_effattn.transfer`) on the texts or images of ``SOURCE``
+(:mod:`hf_effattn.transfer_data`); the report is printed and saved beside the model as
+``attention_transfer.json``.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from transformers.utils import cached_file, logging
 
 from .modeling.attentions import list_attentions
 from .presets import FAMILIES, TASKS, model_class
+from .transfer import REPORT_FILE, TRAINABLE, TransferReport
 
 logger = logging.get_logger(__name__)
 
@@ -57,8 +63,14 @@ def task_of(family: str, architectures: list[str] | None) -> str:
 
 
 def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
-            attention_config: dict | None = None, convert_attention: bool = False, **config_overrides):
-    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model."""
+            attention_config: dict | None = None, convert_attention: bool = False, transfer: dict | None = None,
+            **config_overrides):
+    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+
+    ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
+    :func:`~hf_effattn.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
+    those of :func:`~hf_effattn.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
+    """
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))
@@ -66,9 +78,25 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
         checkpoint, attention_type=attention_type, attention_config=attention_config,
         convert_attention=convert_attention, **config_overrides,
     )
+    report = transfer_from(checkpoint, family, model, **transfer) if transfer else None
     model.save_pretrained(output_dir)
     save_preprocessor(checkpoint, family, output_dir)
+    if report is not None:
+        report.save(output_dir)
     return model
+
+
+def transfer_from(checkpoint: str, family: str, model, data: str, column: str | None = None, split: str = "train",
+                  batch_size: int = 16, max_length: int = 128, seed: int = 0, **transfer_arguments):
+    """Attention transfer from ``checkpoint``'s softmax attention into ``model`` on the inputs of ``data``."""
+    from .transfer import load_teacher, transfer_attention
+    from .transfer_data import transfer_loader
+
+    teacher = load_teacher(model, checkpoint)
+    loader, _, _ = PREPROCESSORS[family]
+    batches = transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
+                              batch_size=batch_size, max_length=max_length, seed=seed)
+    return transfer_attention(model, teacher, batches, data_description=str(data), **transfer_arguments)
 
 
 PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is called)
@@ -97,12 +125,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num_labels", type=int, default=None, help="for a new classification head")
     parser.add_argument("--convert_attention", action="store_true",
                         help="allow an hf_effattn checkpoint to change mechanism (shared weights are reused)")
+    transfer = parser.add_argument_group("attention transfer (train the new attention to reproduce the checkpoint's)")
+    transfer.add_argument("--transfer_data", default=None, metavar="SOURCE",
+                          help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
+                               "dataset id (default: no transfer)")
+    transfer.add_argument("--transfer_steps", type=positive_int, default=1000, help="optimizer steps (default 1000)")
+    transfer.add_argument("--transfer_learning_rate", type=float, default=1e-3)
+    transfer.add_argument("--transfer_train", choices=TRAINABLE, default="attention",
+                          help="what trains: the mechanism's new parameters, also its query/key/value projections "
+                               "(default), or also the output projection")
+    transfer.add_argument("--transfer_batch_size", type=positive_int, default=16)
+    transfer.add_argument("--transfer_max_length", type=positive_int, default=128, help="truncate texts to this")
+    transfer.add_argument("--transfer_column", default=None, help="the text or image column (default: the usual)")
+    transfer.add_argument("--transfer_split", default="train", help="the split of a dataset folder or Hub dataset")
+    transfer.add_argument("--seed", type=int, default=0, help="the order of the transfer batches")
+
+
+def positive_int(text: str) -> int:
+    """An ``argparse`` type: an integer of at least 1."""
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def transfer_arguments(args) -> dict | None:
+    """The ``transfer`` argument of :func:`convert` from the command line (``None`` without ``--transfer_data``)."""
+    if args.transfer_data is None:
+        return None
+    return {"data": args.transfer_data, "column": args.transfer_column, "split": args.transfer_split,
+            "batch_size": args.transfer_batch_size, "max_length": args.transfer_max_length, "seed": args.seed,
+            "steps": args.transfer_steps, "learning_rate": args.transfer_learning_rate, "train": args.transfer_train}
 
 
 def run(args) -> int:
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
     model = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
-                    attention_config=args.attention_config, convert_attention=args.convert_attention, **overrides)
+                    attention_config=args.attention_config, convert_attention=args.convert_attention,
+                    transfer=transfer_arguments(args), **overrides)
+    report = Path(args.output_dir) / REPORT_FILE
+    if args.transfer_data is not None:
+        print(TransferReport.from_dict(json.loads(report.read_text())).format())
     print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "
           f"attention_config={model.config.attention_config}) to {args.output_dir}")
     return 0

@@ -3,6 +3,12 @@ Transformers classes (nothing is downloaded)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
 import torch
 from transformers import BertConfig, RobertaConfig, ViTConfig
 
@@ -58,3 +64,39 @@ def save_source(model_class, kind: str, folder, seed: int = 0, **save_kwargs):
     model = model_class(source_config(kind, num_labels=2)).eval()
     model.save_pretrained(folder, **save_kwargs)
     return model
+
+
+REMOTE_LOADER = textwrap.dedent(
+    """
+    import sys
+    import torch
+    import transformers
+
+    class BlockPackage:  # the saved code must stand alone, even where hf_effattn is installed
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "hf_effattn":
+                raise ImportError("hf_effattn must not be imported by remote code")
+
+    sys.meta_path.insert(0, BlockPackage())
+    folder, auto_class = sys.argv[1], sys.argv[2]
+    model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
+    assert type(model).__module__.startswith("transformers_modules."), type(model).__module__
+    case = torch.load(f"{folder}/case.pt")
+    with torch.no_grad():
+        torch.testing.assert_close(model(**case["inputs"]).logits, case["logits"], atol=1e-5, rtol=1e-5)
+    print("reloaded as remote code")
+    """
+)
+
+
+def assert_loads_as_remote_code(folder, auto_class: str, inputs: dict, logits: torch.Tensor,
+                                python: str = sys.executable, cwd=None) -> None:
+    """Load ``folder`` with ``transformers.<auto_class>`` and ``trust_remote_code=True`` in a fresh process where
+    ``hf_effattn`` cannot be imported, offline, and check that it gives ``logits`` for ``inputs``."""
+    torch.save({"inputs": inputs, "logits": logits}, Path(folder) / "case.pt")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env |= {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "HF_HOME": str(Path(folder).parent / "hf_home")}
+    result = subprocess.run([python, "-c", REMOTE_LOADER, str(Path(folder).resolve()), auto_class], cwd=cwd,
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "reloaded as remote code" in result.stdout

@@ -5,10 +5,14 @@ and in a regular wheel install; neither can be imported a second time under a to
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
+
+import torch
+from models_helpers import assert_loads_as_remote_code
 
 import hf_effattn
 from hf_effattn.finetuning import model_card
@@ -64,9 +68,6 @@ WHEEL_USER = """
     torch.manual_seed(0)
     model = hf_effattn.EffAttnRobertaForSequenceClassification(config).eval()
     model.save_pretrained("saved")
-    inputs = {"input_ids": torch.tensor([[0, 5, 6, 7, 2]]), "attention_mask": torch.ones(1, 5, dtype=torch.long)}
-    with torch.no_grad():
-        torch.save({"inputs": inputs, "logits": model(**inputs).logits}, "saved/case.pt")
     card = write_model_card("saved", CardContent(
         kind=TEXT_CLASSIFICATION, repo_id="user/tiny-kerformer", attention_type="kerformer",
         attention_config=config.attention_config, base_model="FacebookAI/roberta-base", dataset_id="nyu-mll/glue",
@@ -75,29 +76,16 @@ WHEEL_USER = """
     print("saved and carded")
 """
 
-REMOTE_LOADER = """
-    import sys
-    import torch
-    from transformers import AutoModelForSequenceClassification
-
-    class BlockPackage:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "hf_effattn":
-                raise ImportError("hf_effattn must not be imported by remote code")
-
-    sys.meta_path.insert(0, BlockPackage())
-    model = AutoModelForSequenceClassification.from_pretrained("saved", trust_remote_code=True).eval()
-    case = torch.load("saved/case.pt")
-    with torch.no_grad():
-        torch.testing.assert_close(model(**case["inputs"]).logits, case["logits"], atol=1e-6, rtol=1e-6)
-    print("reloaded as remote code")
-"""
-
-
 def test_wheel_install_works_from_outside_the_checkout(tmp_path):
-    wheel_dir, venv = tmp_path / "wheels", tmp_path / "venv"
+    wheel_dir, venv, source = tmp_path / "wheels", tmp_path / "venv", tmp_path / "source"
+    # A copy of what the wheel is built from, so that setuptools' build/ folder never lands in the checkout.
+    source.mkdir()
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        shutil.copy(REPO / name, source / name)
+    for name in ("hf_effattn", "modeling", "model_cards"):
+        shutil.copytree(REPO / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
     build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(REPO)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-w", str(wheel_dir), str(source)],
         capture_output=True, text=True, timeout=300,
     )
     assert build.returncode == 0, build.stderr[-3000:]
@@ -117,6 +105,9 @@ def test_wheel_install_works_from_outside_the_checkout(tmp_path):
     copied = {p.name for p in (work / "saved").glob("*.py")}
     assert {"modeling_effattn_roberta.py", "configuration_effattn.py", "attention_kerformer.py"} <= copied
     assert copied <= {p.name for p in (REPO / "modeling").glob("*.py")} - {"__init__.py"}
-    reloaded = run_python(REMOTE_LOADER, cwd=work, python=python, HF_HOME=str(tmp_path / "hf_home"))
-    assert reloaded.returncode == 0, reloaded.stderr[-3000:]
-    assert "reloaded as remote code" in reloaded.stdout
+    model = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(work / "saved").eval()
+    inputs = {"input_ids": torch.tensor([[0, 5, 6, 7, 2]]), "attention_mask": torch.ones(1, 5, dtype=torch.long)}
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    assert_loads_as_remote_code(work / "saved", "AutoModelForSequenceClassification", inputs, logits,
+                                python=python, cwd=work)

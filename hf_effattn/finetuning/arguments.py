@@ -44,6 +44,14 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Allow an hf_effattn checkpoint to be loaded with another mechanism than its own.")
     group.add_argument("--ignore_mismatched_sizes", action="store_true",
                        help="Re-initialise weights whose shape differs, e.g. a classifier with another label count.")
+    group.add_argument("--attention_transfer_steps", type=int, default=0,
+                       help="Before fine-tuning, train the new attention for this many steps to reproduce the "
+                            "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")
+    group.add_argument("--attention_transfer_learning_rate", type=float, default=1e-3)
+    group.add_argument("--attention_transfer_train", choices=("mechanism", "attention", "attention_block"),
+                       default="attention",
+                       help="What the transfer trains: the mechanism's new parameters, also its query/key/value "
+                            "projections (default), or also the output projection.")
 
 
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:

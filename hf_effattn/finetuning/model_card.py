@@ -66,6 +66,7 @@ class CardContent:
     hyperparameters: dict
     best: dict | None = None
     extra_tags: list[str] = field(default_factory=list)
+    transfer: dict | None = None  # a TransferReport as a dict, when attention transfer ran before fine-tuning
 
 
 def is_hub_id(name: str | None) -> bool:
@@ -138,6 +139,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
                  for split, metrics in content.results.items() for metric, value in metrics.items()],
         best_sentence=best_sentence,
         hyperparameters=content.hyperparameters,
+        transfer=content.transfer,
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,

@@ -1,19 +1,24 @@
-"""A whole fine-tuning run: train with the Accelerate loop, then write the Hub-ready folder (model,
-tokenizer or image processor, results, model card) and push it when asked."""
+"""A whole fine-tuning run: optionally transfer the checkpoint's softmax attention into the new one, train with
+the Accelerate loop, then write the Hub-ready folder (model, tokenizer or image processor, results, model card)
+and push it when asked."""
 
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..transfer import REPORT_FILE, load_teacher, transfer_attention
 from .arguments import build_parser
-from .loop import Finetuner, TrainingOutcome, create_accelerator
+from .checkpoints import resolve_checkpoint
+from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
 from .model_card import CardContent, CardKind, write_model_card
 from .publishing import push_folder, save_model_folder
 
 RESULTS_FILE = "all_results.json"
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -38,15 +43,45 @@ class Recipe:
         with accelerator.main_process_first():
             data = self.prepare_data(args, processor)
         model = self.load_model(args, data.labels)
-        return finetune(args, accelerator, model, data, processor, self.card_kind)
+        transfer = attention_transfer(args, accelerator, model, data)
+        return finetune(args, accelerator, model, data, processor, self.card_kind, transfer)
 
 
-def finetune(args, accelerator, model, data, processor, kind: CardKind) -> TrainingOutcome:
+def attention_transfer(args, accelerator, model, data) -> dict | None:
+    """``--attention_transfer_steps`` of attention transfer on the training inputs (no labels); its report.
+
+    Every process runs it on the same batches, so all start fine-tuning from the same weights. The report is
+    saved in ``--output_dir`` at once; a resumed run takes the transferred weights from its checkpoint and the
+    report from there, without transferring again.
+    """
+    if not args.attention_transfer_steps:
+        return None
+    report_path = Path(args.output_dir) / REPORT_FILE
+    resuming = args.resume_from_checkpoint and resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+    if resuming and report_path.exists():
+        return json.loads(report_path.read_text())
+    from torch.utils.data import DataLoader
+
+    batches = DataLoader(data.train, batch_size=args.per_device_train_batch_size, shuffle=True,
+                         collate_fn=data.collate_fn, generator=seeded_generator(args.seed))
+    report = transfer_attention(
+        model, load_teacher(model, args.model_name_or_path), batches, steps=args.attention_transfer_steps,
+        learning_rate=args.attention_transfer_learning_rate, train=args.attention_transfer_train,
+        data_description=f"the training inputs of {data.dataset_id}", progress=accelerator.is_local_main_process,
+    )
+    if accelerator.is_main_process:
+        Path(args.output_dir).mkdir(parents=True, exist_ok=True)
+        report.save(args.output_dir)
+        logger.info("\n" + report.format())
+    return report.to_dict()
+
+
+def finetune(args, accelerator, model, data, processor, kind: CardKind, transfer: dict | None = None) -> TrainingOutcome:
     """Train ``model`` on ``data``; when the run reaches its last step, publish the final folder."""
     finetuner = Finetuner(args, accelerator, model, data, processor)
     outcome = finetuner.train()
     if outcome.finished:
-        publish(args, accelerator, finetuner.model, processor, data, outcome, kind)
+        publish(args, accelerator, finetuner.model, processor, data, outcome, kind, transfer)
     return outcome
 
 
@@ -68,10 +103,13 @@ def hyperparameters(args, accelerator, outcome: TrainingOutcome) -> dict:
     }
     if getattr(args, "max_length", None):
         settings["max_length"] = args.max_length
+    if getattr(args, "attention_transfer_steps", 0):
+        settings["attention_transfer_steps"] = args.attention_transfer_steps
     return settings
 
 
-def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind: CardKind) -> CardContent:
+def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind: CardKind,
+                 transfer: dict | None = None) -> CardContent:
     """What the model card says about this run."""
     config = accelerator.unwrap_model(model).config
     state = outcome.state
@@ -86,14 +124,16 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         results=outcome.final_metrics,
         hyperparameters=hyperparameters(args, accelerator, outcome),
         best={"metric": data.metrics.main, "value": state.best_metric, "step": state.best_step},
+        transfer=transfer,
     )
 
 
-def publish(args, accelerator, model, processor, data, outcome: TrainingOutcome, kind: CardKind) -> None:
+def publish(args, accelerator, model, processor, data, outcome: TrainingOutcome, kind: CardKind,
+            transfer: dict | None = None) -> None:
     """Save the Hub-ready folder into ``--output_dir``; upload it with ``--push_to_hub``."""
     save_model_folder(accelerator, model, processor, args.output_dir)
     if accelerator.is_main_process:
-        content = card_content(args, accelerator, model, data, outcome, kind)
+        content = card_content(args, accelerator, model, data, outcome, kind, transfer)
         results = {"eval": outcome.final_metrics, "best_metric": outcome.state.best_metric,
                    "best_step": outcome.state.best_step, "history": outcome.state.history}
         (Path(args.output_dir) / RESULTS_FILE).write_text(json.dumps(results, indent=2))

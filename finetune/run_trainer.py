@@ -2,7 +2,8 @@
 """Fine-tune an efficient-attention RoBERTa-style encoder for text classification with ``transformers.Trainer``.
 
 The same data options as ``run_text_classification.py`` (GLUE, IMDB, Amazon polarity, local files) and the
-model options (``--attention_type``, ``--attention_config``), plus every ``TrainingArguments`` option::
+model options (``--attention_type``, ``--attention_config``, ``--attention_transfer_steps``), plus every
+``TrainingArguments`` option::
 
     python finetune/run_trainer.py --model_name_or_path FacebookAI/roberta-base --attention_type kerformer \\
         --task_name sst2 --output_dir outputs/roberta-kerformer-sst2-trainer --eval_strategy epoch
@@ -24,6 +25,7 @@ from hf_effattn.finetuning.arguments import add_model_arguments
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import push_folder
+from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
@@ -36,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     add_model_arguments(parser)
     add_text_data_arguments(parser)
     training_args, options = parser.parse_args_into_dataclasses(argv)
-    options.seed = training_args.seed
+    options.seed, options.output_dir = training_args.seed, training_args.output_dir
     return training_args, options
 
 
@@ -66,7 +68,7 @@ def plain(value):
     return getattr(value, "value", value)
 
 
-def card_content(training_args, options, model, data, results) -> CardContent:
+def card_content(training_args, options, model, data, results, transfer: dict | None = None) -> CardContent:
     """What the model card says about this Trainer run."""
     return CardContent(
         kind=TEXT_CLASSIFICATION,
@@ -78,7 +80,9 @@ def card_content(training_args, options, model, data, results) -> CardContent:
         dataset_config=data.dataset_config,
         results=results,
         hyperparameters={**{name: plain(getattr(training_args, name)) for name in HYPERPARAMETERS},
+                         "attention_transfer_steps": options.attention_transfer_steps,
                          "trainer": "transformers.Trainer"},
+        transfer=transfer,
     )
 
 
@@ -89,6 +93,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     with training_args.main_process_first(desc="dataset preparation"):
         data = prepare_text_data(options, tokenizer)
     model = load_text_classifier(options, data.labels)
+    transfer = attention_transfer(options, model, data, training_args.per_device_train_batch_size,
+                                  training_args.device, training_args.process_index == 0,
+                                  resuming=bool(training_args.resume_from_checkpoint))
     trainer = Trainer(
         model=model, args=dataclasses.replace(training_args, push_to_hub=False), train_dataset=data.train,
         eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn, processing_class=tokenizer,
@@ -98,7 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     results = evaluate_splits(trainer, data)
     trainer.save_model()
     if trainer.is_world_process_zero():
-        content = card_content(training_args, options, model, data, results)
+        content = card_content(training_args, options, model, data, results, transfer)
         write_model_card(training_args.output_dir, content)
         if training_args.push_to_hub:
             push_folder(training_args.output_dir, content.repo_id, token=training_args.hub_token,

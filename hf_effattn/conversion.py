@@ -130,7 +130,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
                                "dataset id (default: no transfer)")
     transfer.add_argument("--transfer_steps", type=positive_int, default=1000, help="optimizer steps (default 1000)")
-    transfer.add_argument("--transfer_learning_rate", type=float, default=1e-3)
+    transfer.add_argument("--transfer_learning_rate", type=float, default=3e-3)
     transfer.add_argument("--transfer_train", choices=TRAINABLE, default="attention",
                           help="what trains: the mechanism's new parameters, also its query/key/value projections "
                                "(default), or also the output projection")

@@ -216,12 +216,15 @@ def load_teacher(model: nn.Module, source: str, **kwargs) -> nn.Module:
 
 
 def check_pair(model: nn.Module, teacher: nn.Module) -> None:
-    """Raise unless ``teacher`` has the student's layer count and width."""
+    """Raise unless ``teacher`` has the student's layer count and width, on the same device."""
     for attribute in ("num_hidden_layers", "hidden_size"):
         mine, theirs = getattr(model.config, attribute), getattr(teacher.config, attribute)
         if mine != theirs:
             raise ValueError(f"The teacher has {attribute}={theirs} but the model {mine}: load the teacher from the "
                              "checkpoint the model was converted from, with attention_type='sdpa'.")
+    mine, theirs = next(model.parameters()).device, next(teacher.parameters()).device
+    if mine != theirs:
+        raise ValueError(f"The teacher is on {theirs} but the model on {mine}: move it with teacher.to({str(mine)!r}).")
 
 
 def endless(data: Iterable[dict]) -> Iterator[dict]:
@@ -261,7 +264,7 @@ def transfer_attention(
     data: Iterable[dict],
     *,
     steps: int = 1000,
-    learning_rate: float = 1e-3,
+    learning_rate: float = 3e-3,
     train: str = "attention",
     warmup_ratio: float = 0.05,
     lr_scheduler_type: str = "cosine",

@@ -66,11 +66,10 @@ def save_source(model_class, kind: str, folder, seed: int = 0, **save_kwargs):
     return model
 
 
-REMOTE_LOADER = textwrap.dedent(
+# Prepended to the code of a subprocess: from then on, importing hf_effattn raises.
+BLOCK_PACKAGE = textwrap.dedent(
     """
     import sys
-    import torch
-    import transformers
 
     class BlockPackage:  # the saved code must stand alone, even where hf_effattn is installed
         def find_spec(self, name, path=None, target=None):
@@ -78,6 +77,14 @@ REMOTE_LOADER = textwrap.dedent(
                 raise ImportError("hf_effattn must not be imported by remote code")
 
     sys.meta_path.insert(0, BlockPackage())
+    """
+)
+
+REMOTE_LOADER = BLOCK_PACKAGE + textwrap.dedent(
+    """
+    import torch
+    import transformers
+
     folder, auto_class = sys.argv[1], sys.argv[2]
     model = getattr(transformers, auto_class).from_pretrained(folder, trust_remote_code=True).eval()
     assert type(model).__module__.startswith("transformers_modules."), type(model).__module__

@@ -18,20 +18,14 @@ import transformers
 import hf_effattn
 from hf_effattn.modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from hf_effattn.modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
-from models_helpers import MECHANISMS, pixel_values, text_config, text_inputs, vision_config
+from models_helpers import BLOCK_PACKAGE, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
 
-LOADER = textwrap.dedent(
+LOADER = BLOCK_PACKAGE + textwrap.dedent(
     """
-    import json, sys
+    import json
     import torch
     from transformers import AutoModel, AutoModelForImageClassification, AutoModelForSequenceClassification
 
-    class BlockPackage:  # the saved code must stand alone, even where hf_effattn is installed
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "hf_effattn":
-                raise ImportError("hf_effattn must not be imported by remote code")
-
-    sys.meta_path.insert(0, BlockPackage())
     auto_classes = {"text": AutoModelForSequenceClassification, "vision": AutoModelForImageClassification}
     for folder, family in json.load(open("folders.json")).items():
         case = torch.load(f"{folder}/case.pt")

@@ -189,6 +189,9 @@ def test_clear_errors(roberta_source, vit_source, tmp_path):
                                                 ignore_mismatched_sizes=True)
     with pytest.raises(ValueError, match="teacher has hidden_size=32"):
         transfer_attention(model, wider, text_batches(), steps=1, progress=False)
+    with pytest.raises(ValueError, match=r"The teacher is on meta but the model on cpu: move it with teacher.to\('cpu'\)"):
+        transfer_attention(model, EffAttnRobertaModel(teacher.config).to("meta"), text_batches(), steps=1,
+                           progress=False)
     EffAttnRobertaModel.from_pretrained(roberta_source, attention_type="kerformer").save_pretrained(tmp_path)
     with pytest.raises(ValueError, match="not softmax, so it cannot teach"):
         conversion.convert(str(tmp_path), "dba", tmp_path / "out", convert_attention=True,
@@ -293,3 +296,17 @@ def test_tokenizer_batches_feed_the_transfer():
     teacher, model = pair(EffAttnRobertaModel, source, "kerformer")
     report = transfer_attention(model, teacher, loader, steps=2, progress=False)
     assert report.examples_seen == 8
+
+
+def test_the_trainer_script_transfers_before_training(tmp_path):
+    results = load_script("run_trainer").main([
+        "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "dba", "--attention_transfer_steps", "3",
+        "--task_name", "sst2", "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH),
+        "--output_dir", str(tmp_path), "--per_device_train_batch_size", "4", "--max_steps", "2",
+        "--report_to", "none", "--use_cpu", "--save_strategy", "no",
+    ])
+    assert set(results) == {"validation"}
+    report = json.loads((tmp_path / REPORT_FILE).read_text())
+    assert report["steps"] == 3 and report["examples_seen"] == 12 and report["attention_type"] == "dba"
+    card = ModelCard.load(tmp_path / "README.md").text
+    assert "## Attention transfer" in card and "| `attention_transfer_steps` | 3 |" in card

@@ -35,7 +35,15 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     """The checkpoint to start from and the attention mechanism to put in it."""
     group = parser.add_argument_group("model")
     group.add_argument("--model_name_or_path", required=True,
-                       help="A RoBERTa/BERT/ViT checkpoint or one of hf_effattn's (Hub id or local folder).")
+                       help="A RoBERTa/BERT/ViT checkpoint or one of hf_effattn's (Hub id or local folder), or a "
+                            "preset to train from scratch (hf-effattn list --models), e.g. "
+                            "vit-tiny-patch4-32/kerformer.")
+    group.add_argument("--tokenizer_name", default=None,
+                       help="Text: the tokenizer to use (Hub id or folder); required with a preset. "
+                            "Default: the checkpoint's.")
+    group.add_argument("--image_processor_name", default=None,
+                       help="Images: the image processor to use. Default: the checkpoint's, else (and for a preset) "
+                            "a ViTImageProcessor resizing to the model's image size.")
     group.add_argument("--attention_type", default=None,
                        help="The attention mechanism (hf-effattn list); default: the checkpoint's own, else sdpa.")
     group.add_argument("--attention_config", type=attention_config_value, default=None,
@@ -47,7 +55,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--attention_transfer_steps", type=int, default=0,
                        help="Before fine-tuning, train the new attention for this many steps to reproduce the "
                             "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")
-    group.add_argument("--attention_transfer_learning_rate", type=float, default=1e-3)
+    group.add_argument("--attention_transfer_learning_rate", type=float, default=3e-3)
     group.add_argument("--attention_transfer_train", choices=("mechanism", "attention", "attention_block"),
                        default="attention",
                        help="What the transfer trains: the mechanism's new parameters, also its query/key/value "

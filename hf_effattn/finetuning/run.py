@@ -43,33 +43,39 @@ class Recipe:
         with accelerator.main_process_first():
             data = self.prepare_data(args, processor)
         model = self.load_model(args, data.labels)
-        transfer = attention_transfer(args, accelerator, model, data)
+        resuming = bool(args.resume_from_checkpoint and resolve_checkpoint(args.resume_from_checkpoint,
+                                                                           args.output_dir))
+        transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
+                                      accelerator.is_main_process, resuming)
         return finetune(args, accelerator, model, data, processor, self.card_kind, transfer)
 
 
-def attention_transfer(args, accelerator, model, data) -> dict | None:
+def attention_transfer(args, model, data, batch_size: int, device, main_process: bool,
+                       resuming: bool) -> dict | None:
     """``--attention_transfer_steps`` of attention transfer on the training inputs (no labels); its report.
 
-    Every process runs it on the same batches, so all start fine-tuning from the same weights. The report is
-    saved in ``--output_dir`` at once; a resumed run takes the transferred weights from its checkpoint and the
-    report from there, without transferring again.
+    Every process runs it, on ``device``, on the same batches (of ``batch_size``, in the order ``--seed``
+    gives), so all start fine-tuning from the same weights. The report is saved in ``--output_dir`` at once; a
+    ``resuming`` run takes the transferred weights from its checkpoint and the report from there, without
+    transferring again.
     """
     if not args.attention_transfer_steps:
         return None
     report_path = Path(args.output_dir) / REPORT_FILE
-    resuming = args.resume_from_checkpoint and resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
     if resuming and report_path.exists():
         return json.loads(report_path.read_text())
     from torch.utils.data import DataLoader
 
-    batches = DataLoader(data.train, batch_size=args.per_device_train_batch_size, shuffle=True,
-                         collate_fn=data.collate_fn, generator=seeded_generator(args.seed))
+    batches = DataLoader(data.train, batch_size=batch_size, shuffle=True, collate_fn=data.collate_fn,
+                         generator=seeded_generator(args.seed))
+    model.to(device)
+    teacher = load_teacher(model, args.model_name_or_path).to(device)
     report = transfer_attention(
-        model, load_teacher(model, args.model_name_or_path), batches, steps=args.attention_transfer_steps,
+        model, teacher, batches, steps=args.attention_transfer_steps,
         learning_rate=args.attention_transfer_learning_rate, train=args.attention_transfer_train,
-        data_description=f"the training inputs of {data.dataset_id}", progress=accelerator.is_local_main_process,
+        data_description=f"the training inputs of {data.dataset_id}", progress=main_process,
     )
-    if accelerator.is_main_process:
+    if main_process:
         Path(args.output_dir).mkdir(parents=True, exist_ok=True)
         report.save(args.output_dir)
         logger.info("\n" + report.format())

@@ -21,18 +21,28 @@ note, and so are the longer ones.
 
 Writes ``results.csv``, ``results.md`` and ``results.png`` into ``--output_dir`` and prints, for each
 mechanism, the length from which it beats ``sdpa`` and the log-log slope of its time over the longest lengths.
+
+From Python, :func:`run_benchmark` takes the same settings as keyword arguments (see :class:`BenchmarkSettings`)
+and returns the :class:`Row` s that the command prints, writes and plots; :func:`write_results` writes them::
+
+    from hf_effattn.benchmark import run_benchmark, write_results
+    rows = run_benchmark(attentions=["kerformer"], lengths=[256, 512], parts=["attention"], threads=1)
+    slowest = max(rows, key=lambda row: row.fwd_bwd_ms or 0)
+    write_results(rows, "bench_results")
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import math
 import os
 import platform
 import statistics
+import sys
 import time
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Callable
 
@@ -83,32 +93,76 @@ class Row:
 COLUMNS = [f.name for f in fields(Row)]
 
 
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class BenchmarkSettings:
+    """What :func:`run_benchmark` measures; the command line's options have the same names and defaults.
+
+    ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``lengths``: the
+    N to run. ``parts``: ``"attention"`` and/or ``"layer"``. ``intermediate_size`` None: 4 x hidden.
+    ``max_length`` None: each model built for the length it runs. ``repeats``: timed calls (median reported)
+    after ``warmup`` untimed ones. ``time_limit`` (s) and ``memory_limit_gb`` (None: half the free memory): skip
+    a length predicted to exceed them. ``fit_points``: longest lengths of the growth exponent. ``threads``: torch
+    CPU threads (None: torch's choice)."""
+
+    attentions: list[str] | None = None
+    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192])
+    parts: list[str] = field(default_factory=lambda: list(PARTS))
+    batch_size: int = 1
+    hidden_size: int = 768
+    num_heads: int = 12
+    intermediate_size: int | None = None
+    max_length: int | None = None
+    device: str = field(default_factory=default_device)
+    dtype: str = "float32"
+    repeats: int = 5
+    warmup: int = 1
+    time_limit: float = 60.0
+    memory_limit_gb: float | None = None
+    fit_points: int = 3
+    threads: int | None = None
+    seed: int = 0
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming a setting that cannot be run and how to fix it."""
+        unknown = sorted(set(self.attentions or []) - set(list_attentions()))
+        if unknown:
+            raise ValueError(f"Unknown attention(s) {', '.join(unknown)}: choose from {', '.join(list_attentions())}.")
+        if not set(self.parts) <= set(PARTS) or self.dtype not in DTYPES:
+            raise ValueError(f"parts={self.parts} dtype={self.dtype!r}: parts must be among {PARTS}, dtype one of "
+                             f"{', '.join(DTYPES)}.")
+        if self.max_length and self.max_length < max(self.lengths):
+            raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
+                             "raise it or leave it None.")
+
+
 class Infeasible(Exception):
     """A length that is not measured: predicted too slow or too large, out of memory, or failing."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command line of ``hf-effattn bench``: the fields of :class:`BenchmarkSettings`, plus ``--output_dir``."""
+    defaults = BenchmarkSettings()
     parser.add_argument("--attentions", nargs="+", default=None, metavar="NAME",
                         help="mechanisms to measure (default: all registered); the floor is always added")
-    parser.add_argument("--lengths", nargs="+", type=int, default=[256, 512, 1024, 2048, 4096, 8192])
-    parser.add_argument("--parts", nargs="+", choices=PARTS, default=list(PARTS))
-    parser.add_argument("--batch_size", type=int, default=1)
-    parser.add_argument("--hidden_size", type=int, default=768)
-    parser.add_argument("--num_heads", type=int, default=12)
+    parser.add_argument("--lengths", nargs="+", type=int, default=defaults.lengths)
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=defaults.parts)
+    for name in ("batch_size", "hidden_size", "num_heads", "warmup", "fit_points", "seed"):
+        parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
     parser.add_argument("--intermediate_size", type=int, default=None, help="feed-forward width (default 4 x hidden)")
     parser.add_argument("--max_length", type=int, default=None,
                         help="build every model for this maximum length (default: each for the length it runs)")
-    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    parser.add_argument("--dtype", choices=list(DTYPES), default="float32")
-    parser.add_argument("--repeats", type=int, default=5, help="timed calls; the median is reported")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed calls before the timed ones")
-    parser.add_argument("--time_limit", type=float, default=60.0,
+    parser.add_argument("--device", default=defaults.device)
+    parser.add_argument("--dtype", choices=list(DTYPES), default=defaults.dtype)
+    parser.add_argument("--repeats", type=int, default=defaults.repeats, help="timed calls; the median is reported")
+    parser.add_argument("--time_limit", type=float, default=defaults.time_limit,
                         help="skip a length whose predicted forward+backward call takes longer (seconds)")
     parser.add_argument("--memory_limit_gb", type=float, default=None,
                         help="skip a length whose predicted peak is larger (default: half the free memory)")
-    parser.add_argument("--fit_points", type=int, default=3, help="longest lengths used for the growth exponent")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output_dir", default="bench_results")
 
 
@@ -200,7 +254,9 @@ def cpu_peak_bytes(step: Callable[[], None]) -> int:
     ``torch.profiler`` with ``profile_memory=True`` records every allocation (+bytes) and free (-bytes) as a
     ``[memory]`` event; the peak is the maximum of their running sum in time order.
     """
-    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True) as profiler:
+    with native_stderr_silenced(), torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU], profile_memory=True
+    ) as profiler:
         step()
     events = [event for event in profiler.profiler.kineto_results.events() if event.name() == "[memory]"]
     live = peak = 0
@@ -208,6 +264,21 @@ def cpu_peak_bytes(step: Callable[[], None]) -> int:
         live += event.nbytes()
         peak = max(peak, live)
     return peak
+
+
+@contextlib.contextmanager
+def native_stderr_silenced():
+    """Send file descriptor 2 to ``/dev/null`` for the block: the profiler (Kineto) writes its ``USDT ...
+    profiler_start`` / ``profiler_stop`` lines there from C++, past ``sys.stderr`` and every log level."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as devnull:
+            os.dup2(devnull.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def cuda_peak_bytes(step: Callable[[], None], device: torch.device) -> int:
@@ -287,7 +358,7 @@ def default_memory_limit_mib(device: torch.device) -> float:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 / MIB
 
 
-def bench_series(mechanism: str, part: str, args, memory_limit_mib: float) -> list[Row]:
+def bench_series(mechanism: str, part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:
     """Rows of one mechanism and part over ``args.lengths`` (ascending); after the first infeasible length the
     longer ones are skipped too."""
     rows: list[Row] = []
@@ -303,7 +374,7 @@ def bench_series(mechanism: str, part: str, args, memory_limit_mib: float) -> li
         except Infeasible as reason:
             row.note = str(reason)
             stop_note = stop_note or f"skipped: longer than N={length}, which was not measured ({reason})"
-        print(format_row(row), flush=True)
+        printer(format_row(row), flush=True)
         rows.append(row)
     return rows
 
@@ -509,31 +580,53 @@ def cpu_model() -> str:
 # --- entry point -------------------------------------------------------------------------------------------
 
 
-def selected_mechanisms(args) -> list[str]:
+def selected_mechanisms(settings: BenchmarkSettings) -> list[str]:
     """The requested mechanisms (default all registered), with ``sdpa`` and the floor added for comparison."""
-    requested = args.attentions or list_attentions()
-    unknown = sorted(set(requested) - set(list_attentions()))
-    if unknown:
-        raise SystemExit(f"Unknown attention(s) {', '.join(unknown)}. Known: {', '.join(list_attentions())}.")
-    return list(dict.fromkeys(requested + [BASELINE, FLOOR]))
+    return list(dict.fromkeys((settings.attentions or list_attentions()) + [BASELINE, FLOOR]))
 
 
-def run(args) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    if args.max_length and args.max_length < max(args.lengths):
-        raise SystemExit(f"--max_length {args.max_length} is shorter than the longest length {max(args.lengths)}.")
-    device = torch.device(args.device)
-    memory_limit_mib = 1024 * args.memory_limit_gb if args.memory_limit_gb else default_memory_limit_mib(device)
-    print(f"Machine: {machine_description(device)}, {load_average()}\nPeak memory: {memory_method(device)}", flush=True)
-    rows = [row for mechanism in selected_mechanisms(args) for part in args.parts
-            for row in bench_series(mechanism, part, args, memory_limit_mib)]
-    summaries = summarise(rows, args)
-    output_dir = Path(args.output_dir)
+def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
+    """Measure every selected mechanism, part and length; returns the rows (``Row``: times in ms, peaks in MiB,
+    None with a ``note`` where a length was skipped) in the order the command prints them (``verbose``).
+
+    ``settings`` are the fields of :class:`BenchmarkSettings` (an unknown name is a ``TypeError``), e.g.
+    ``run_benchmark(attentions=["psf"], lengths=[512, 1024], parts=["attention"], threads=1)``."""
+    settings = BenchmarkSettings(**settings)
+    settings.check()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    device = torch.device(settings.device)
+    memory_limit_mib = 1024 * settings.memory_limit_gb if settings.memory_limit_gb else default_memory_limit_mib(device)
+    printer = print if verbose else (lambda *args, **kwargs: None)
+    printer(f"Machine: {machine_description(device)}, {load_average()}\nPeak memory: {memory_method(device)}",
+            flush=True)
+    return [row for mechanism in selected_mechanisms(settings) for part in settings.parts
+            for row in bench_series(mechanism, part, settings, memory_limit_mib, printer)]
+
+
+def write_results(rows: list[Row], output_dir: str | Path, verbose: bool = True, **settings) -> list[Summary]:
+    """Write ``results.csv``, ``results.md`` and ``results.png`` of ``rows`` into ``output_dir``; returns (and with
+    ``verbose`` prints) each mechanism's summary. ``settings``: those the rows were measured with (for the
+    markdown's header and the fit)."""
+    settings = BenchmarkSettings(**settings)
+    summaries = summarise(rows, settings)
+    output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     write_csv(rows, output_dir / "results.csv")
-    write_markdown(rows, summaries, args, output_dir / "results.md")
-    write_plot(rows, args, output_dir / "results.png")
-    print("\n".join(summary.describe() for summary in summaries))
-    print(f"Wrote {output_dir / 'results.csv'}, results.md and results.png")
+    write_markdown(rows, summaries, settings, output_dir / "results.md")
+    write_plot(rows, settings, output_dir / "results.png")
+    if verbose:
+        print("\n".join(summary.describe() for summary in summaries))
+        print(f"Wrote {output_dir / 'results.csv'}, results.md and results.png")
+    return summaries
+
+
+def run(args: argparse.Namespace) -> int:
+    """``hf-effattn bench``: :func:`run_benchmark` and :func:`write_results` with the command line's settings."""
+    settings = {name: getattr(args, name) for name in (f.name for f in fields(BenchmarkSettings))}
+    try:
+        rows = run_benchmark(**settings)
+    except ValueError as error:
+        raise SystemExit(str(error)) from error
+    write_results(rows, args.output_dir, **settings)
     return 0

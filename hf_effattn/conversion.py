@@ -4,8 +4,8 @@ another attention mechanism.
     hf-effattn convert FacebookAI/roberta-base --attention_type kerformer --output_dir roberta-base-kerformer
 
 The folder holds ``model.safetensors``, ``config.json`` (with ``attention_type``, ``attention_config`` and an
-``auto_map`` naming every head), the flat remote-code files, and the checkpoint's tokenizer or image
-processor when it has one: ``AutoModel*.from_pretrained(folder, trust_remote_code=True)`` loads it without
+``auto_map`` naming every head), the flat remote-code files, a model card (``README.md``), and the
+checkpoint's tokenizer or image processor when it has one: ``AutoModel*.from_pretrained(folder, trust_remote_code=True)`` loads it without
 this package. Weights the checkpoint shares are reused; the new and the dropped ones are logged.
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
@@ -83,7 +83,24 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     save_preprocessor(checkpoint, family, output_dir)
     if report is not None:
         report.save(output_dir)
+    write_card(output_dir, checkpoint, family, task, model.config, report)
     return model
+
+
+def write_card(output_dir, checkpoint: str, family: str, task: str, config, report) -> None:
+    """The folder's model card: the mechanism, the source checkpoint and, after a transfer, its report."""
+    from .finetuning.model_card import CardContent, converted_kind, write_model_card
+
+    settings = {} if report is None else {
+        "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
+        "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
+    }
+    write_model_card(output_dir, CardContent(
+        kind=converted_kind(family, task), repo_id=Path(output_dir).resolve().name,
+        attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
+        dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
+        transfer=report.to_dict() if report else None,
+    ))
 
 
 def transfer_from(checkpoint: str, family: str, model, data: str, column: str | None = None, split: str = "train",

@@ -26,6 +26,9 @@ softmax over N (an unnormalised sum would grow with N); ``W'_r`` by a softmax ov
 authors' code; ``R`` is block-diagonal over heads (one ``d x d_in_h`` map per head). Pads are
 excluded from every softmax over N, so any length works without fixed padding.
 
+Dropout (``attention_probs_dropout_prob``): on the core probabilities ``P'_phi`` (the standard place, the
+softmax probabilities; the paper names none).
+
 Cost: O(N d_p C) time, O(N d_p h) memory.
 """
 

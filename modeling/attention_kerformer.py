@@ -26,6 +26,12 @@ SE-K (``se_mode``):
 The SE-K layers are shared by the heads. The attention matrix this implies is
 ``A_ij = phi(q_i) . K'_j / (phi(q_i) . sum_j K'_j + eps)``.
 
+Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place, the attention
+probabilities): in training, whole columns of A are dropped, one Bernoulli draw per (sequence, head, key
+token) shared by every query, kept ones scaled by ``1 / (1 - p)``. That is ``A_ij m_j``: the mask multiplies
+``K'_j`` in the summary ``sum_j K'_j^T v_j`` only, not in the normaliser, so the cost stays linear (a
+per-(i, j) mask would need the N x N matrix).
+
 Cost: O(N d^2) time, O(N d) memory per head.
 """
 
@@ -104,10 +110,17 @@ class KerformerAttention(EfficientAttention):
         keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
         return torch.sigmoid(query), self.reweight_keys(keys, padding_mask), value
 
+    def dropped_keys(self, keys: torch.Tensor) -> torch.Tensor:
+        """``keys [B, h, N, d]`` with whole key rows dropped (attention dropout on the columns of A, see the module
+        docstring); the keys themselves outside training or without dropout."""
+        if not self.training or self.dropout.p == 0:
+            return keys
+        return keys * self.dropout(keys.new_ones(*keys.shape[:-1], 1))
+
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         self.check_length(hidden_states.shape[1])
         query, keys, value = self.kernel_features(hidden_states, padding_mask)
-        summary = torch.matmul(keys.transpose(-1, -2), value)  # sum_j K'_j^T v_j, [B, h, d, d]
+        summary = torch.matmul(self.dropped_keys(keys).transpose(-1, -2), value)  # sum_j m_j K'_j^T v_j, [B, h, d, d]
         normaliser = torch.matmul(query, keys.sum(2).unsqueeze(-1)) + self.settings.eps  # [B, h, N, 1]
         context = torch.matmul(query, summary) / normaliser
         attentions = None

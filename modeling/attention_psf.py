@@ -19,9 +19,14 @@ its real tokens, so pads are never reached and left or right padding gives the s
 ``K = M = ceil(log2 N_max)`` by default (``N_max`` the model's maximum length); no softmax and no
 scaling, as in the paper, so the factor products run in float32 even under autocast (a product of
 many unnormalised factors can overflow in half precision). Query and key projections are not used.
-Each factor is applied by one of two exact kernels with hand-written backwards: :class:`ChordShiftMix` for a
-batch without padding (each link is a cyclic shift of the sequence, read in place from two slices) and
-:class:`ChordMix` (row gathers) for a padded one.
+Each factor is applied by one of two exact kernels with hand-written backwards, chosen by what the caller
+passes, never by the mask's values (so the forward has no data-dependent branch, and exports to ONNX and
+compiles as one graph): :class:`ChordShiftMix` when no padding mask is given (each link is a cyclic shift of
+the sequence, read in place from two slices) and :class:`ChordWindowMix` when one is, padded or not (values in
+rank order, repeated cyclically over each sequence's real length, so that every link is again a slice).
+Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place: the attention weights,
+here the non-zeros ``w_m`` of every factor): in training each entry of each factor is dropped independently
+and the kept ones scaled by ``1 / (1 - p)``.
 Initialisation: every factor starts as the average of its K links (weight 1/K each, plus small noise
 from the MLP), the starting point the paper gives its non-parametric factors (Sec. 5.1, entries drawn
 from ``[1/K, 1/K + 0.01]``). Each factor is then row-stochastic, so a deep product neither vanishes nor
@@ -72,6 +77,11 @@ class PSFSettings(AttentionSettings):
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")
 
 
+def take_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x [..., B, N, W]`` with its tokens taken in the order ``index [B, N]`` along N, same shape."""
+    return torch.gather(x, -2, index.unsqueeze(-1).expand_as(x))
+
+
 def chord_offsets(num_links: int) -> list[int]:
     """The K link offsets of Eq. 1: ``[0, 1, 2, 4, ..., 2^(K-2)]``."""
     return [0] + [2**k for k in range(num_links - 1)]
@@ -87,47 +97,53 @@ def chord_links(padding_mask: torch.Tensor | None, batch: int, length: int, num_
     return torch.gather(positions, 1, linked_ranks.view(batch, -1)).view(batch, length, num_links)
 
 
-def link_rows(links: torch.Tensor) -> torch.Tensor:
-    """``links [B, N, K]`` (positions within each sequence) -> ``[K, B * N]`` row indices into the values
-    flattened to ``[B * N, C]``, one contiguous index vector per link."""
-    batch, length, num_links = links.shape
-    offsets = torch.arange(batch, device=links.device)[:, None, None] * length
-    return (links + offsets).view(batch * length, num_links).t().contiguous()
+def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``[B, n, C] . [B, n, C] -> [B, n]``, the dot product of each pair of rows, without a ``[B, n, C]`` product
+    (an einsum runs as batched dot products: faster than ``mul`` then ``sum``, and no ``out=`` views, which
+    ``torch.compile`` refuses)."""
+    return torch.einsum("bnc,bnc->bn", a, b)
 
 
-class ChordMix(torch.autograd.Function):
-    """``out[i] = sum_k weights[i, k] values[rows[k, i]]`` for any batch (padded or not): ``values [R, C]``,
-    ``weights [R, K]``, ``rows [K, R]`` (:func:`link_rows`) -> ``[R, C]``. Per link: one row gather into a reused
-    buffer and one in-place multiply-add. The hand-written backward gathers the linked rows again rather than
-    keeping K gathered copies (O(R C) memory per factor instead of autograd's O(R K C))::
+def circular_rows(padding_mask: torch.Tensor, window: int) -> torch.Tensor:
+    """``[B * (N + window)]`` row indices into values kept in rank order and flattened to ``[B * N, C]``: row ``t``
+    of sequence b reads its rank ``t mod L_b``, so that the first N + window rows repeat its L_b real tokens
+    cyclically and the link ``(t + o) mod L_b`` of Eq. 1 is simply row ``t + o`` for every offset ``o <= window``."""
+    batch, length = padding_mask.shape
+    lengths = real_lengths(padding_mask, batch, length, padding_mask.device).clamp(min=1)[:, None]
+    rows = torch.arange(length + window, device=padding_mask.device) % lengths  # [B, N + window]
+    return (rows + torch.arange(batch, device=padding_mask.device)[:, None] * length).view(-1)
 
-        grad_values[j]     = sum over (i, k) with rows[k, i] = j of weights[i, k] grad[i]
-        grad_weights[i, k] = grad[i] . values[rows[k, i]]
+
+class ChordWindowMix(torch.autograd.Function):
+    """``out[:, t] = sum_k weights[:, t, k] extended[:, t + offsets[k]]``: ``extended [B, N + window, C]`` (the
+    values repeated cyclically, see :func:`circular_rows`), ``weights [B, N, K]`` -> ``[B, N, C]``. Each link reads
+    one slice of ``extended`` in place (no gather, no index); the hand-written backward does the same::
+
+        grad_extended[:, t + offsets[k]] += weights[:, t, k] grad[:, t]
+        grad_weights[:, t, k]             = grad[:, t] . extended[:, t + offsets[k]]
 
     Its buffers are reused in place, so it is differentiable once (a double backward raises)."""
 
     @staticmethod
-    def forward(ctx, values, weights, rows):
-        ctx.save_for_backward(values, weights, rows)
-        mixed, linked = torch.zeros_like(values), torch.empty_like(values)
-        for k in range(rows.shape[0]):
-            torch.index_select(values, 0, rows[k], out=linked)
-            mixed.addcmul_(linked, weights[:, k, None])
+    def forward(ctx, extended, weights, offsets):
+        ctx.save_for_backward(extended, weights)
+        ctx.offsets = offsets
+        length = weights.shape[1]
+        mixed = extended.new_zeros(extended.shape[0], length, extended.shape[2])
+        for k, offset in enumerate(offsets):
+            mixed.addcmul_(extended[:, offset : offset + length], weights[:, :, k, None])
         return mixed
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        values, weights, rows = ctx.saved_tensors
-        grad = grad.contiguous()
-        grad_values, buffer = torch.zeros_like(values), torch.empty_like(values)
-        grad_weights = torch.empty(rows.shape, dtype=weights.dtype, device=weights.device)  # [K, R]
-        for k in range(rows.shape[0]):
-            torch.mul(grad, weights[:, k, None], out=buffer)
-            grad_values.index_add_(0, rows[k], buffer)
-            torch.index_select(values, 0, rows[k], out=buffer)
-            torch.sum(buffer.mul_(grad), dim=1, out=grad_weights[k])
-        return grad_values, grad_weights.t(), None
+        extended, weights = ctx.saved_tensors
+        grad, length = grad.contiguous(), weights.shape[1]
+        grad_extended, grad_weights = torch.zeros_like(extended), torch.empty_like(weights)
+        for k, offset in enumerate(ctx.offsets):
+            grad_extended[:, offset : offset + length].addcmul_(grad, weights[:, :, k, None])
+            grad_weights[:, :, k] = row_dots(grad, extended[:, offset : offset + length])
+        return grad_extended, grad_weights, None
 
 
 def shift_pieces(length: int, offsets: list[int]):
@@ -142,10 +158,10 @@ def shift_pieces(length: int, offsets: list[int]):
 
 
 class ChordShiftMix(torch.autograd.Function):
-    """:class:`ChordMix` for a batch without padding, where every sequence has all N tokens: each link is a
+    """:class:`ChordWindowMix` for a batch without padding, where every sequence has all N tokens: each link is a
     cyclic shift, so the linked rows are read in place from slices of the values (no gather, no index, no
     buffer in the forward). ``values [B, N, C]``, ``weights [B, N, K]``, ``offsets`` (:func:`chord_offsets`)
-    -> ``[B, N, C]``. Differentiable once, like :class:`ChordMix`."""
+    -> ``[B, N, C]``. Differentiable once, like :class:`ChordWindowMix`."""
 
     @staticmethod
     def forward(ctx, values, weights, offsets):
@@ -161,12 +177,10 @@ class ChordShiftMix(torch.autograd.Function):
     def backward(ctx, grad):
         values, weights = ctx.saved_tensors
         grad = grad.contiguous()
-        grad_values, products = torch.zeros_like(values), torch.empty_like(values)
-        grad_weights = torch.empty_like(weights)
+        grad_values, grad_weights = torch.zeros_like(values), torch.empty_like(weights)
         for k, rows, linked in shift_pieces(values.shape[1], ctx.offsets):
             grad_values[:, linked].addcmul_(grad[:, rows], weights[:, rows, k, None])
-            torch.mul(grad[:, rows], values[:, linked], out=products[:, rows])
-            torch.sum(products[:, rows], dim=-1, out=grad_weights[:, rows, k])
+            grad_weights[:, rows, k] = row_dots(grad[:, rows], values[:, linked])
         return grad_values, grad_weights, None
 
 
@@ -211,15 +225,28 @@ class PSFAttention(EfficientAttention):
         weights = torch.baddbmm(self.factor_out_bias, hidden, self.factor_out_weight)
         return weights.view(num_factors, batch, length, self.num_links)
 
-    def apply_factor(self, values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-        """``W_m V`` (plus ``V`` with ``residual``): ``values [B, N, C]``, ``weights [B, N, K]``, ``rows [K, B * N]``
-        (see :func:`link_rows`), or None for a batch without padding (links are cyclic shifts) -> ``[B, N, C]``."""
+    def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]``, ``weights
+        [M, B, N, K]`` -> ``[B, N, C]``. Without a mask each link is a cyclic shift (:class:`ChordShiftMix`); with
+        one, values and weights are put in rank order once, every factor reads slices of the values repeated
+        cyclically over each sequence's real length (:class:`ChordWindowMix`), and the result goes back to the
+        token positions: exact for any mask, and an unpadded row costs one extra row copy per factor, not K."""
+        offsets = chord_offsets(self.num_links)
+        if padding_mask is None:
+            for m in reversed(range(self.num_factors)):
+                values = self.add_residual(ChordShiftMix.apply(values, weights[m], offsets), values)
+            return values
         batch, length, width = values.shape
-        if rows is None:
-            mixed = ChordShiftMix.apply(values, weights, chord_offsets(self.num_links))
-        else:
-            mixed = ChordMix.apply(values.reshape(batch * length, width),
-                                   weights.reshape(batch * length, self.num_links), rows).view(batch, length, width)
+        order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
+        values, weights = take_tokens(values, order), take_tokens(weights, order)
+        rows = circular_rows(padding_mask, max(offsets))
+        for m in reversed(range(self.num_factors)):
+            extended = values.reshape(-1, width).index_select(0, rows).view(batch, -1, width)
+            values = self.add_residual(ChordWindowMix.apply(extended, weights[m], offsets), values)
+        return take_tokens(values, token_ranks(padding_mask, batch, length, values.device))
+
+    def add_residual(self, mixed: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """``W_m V + V`` with the ``residual`` setting, else ``W_m V``."""
         return mixed + values if self.settings.residual else mixed
 
     def dense_factor(self, weights: torch.Tensor, links: torch.Tensor) -> torch.Tensor:
@@ -234,17 +261,17 @@ class PSFAttention(EfficientAttention):
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         batch, length, _ = hidden_states.shape
         self.check_length(length)
-        padded = padding_mask is not None and not bool(padding_mask.all())
-        needs_links = padded or output_attentions  # a batch without padding mixes by cyclic shifts
-        links = chord_links(padding_mask, batch, length, self.num_links, hidden_states.device) if needs_links else None
+        links = None
+        if output_attentions:
+            links = chord_links(padding_mask, batch, length, self.num_links, hidden_states.device)
         weights = self.factor_weights(hidden_states)
         values = self.value(hidden_states)
         with torch.autocast(hidden_states.device.type, enabled=False):
             compute_dtype = torch.promote_types(values.dtype, torch.float32)  # at least float32, float64 stays
-            weights, context = weights.to(compute_dtype), values.to(compute_dtype)
-            rows = link_rows(links) if padded else None
-            for m in reversed(range(self.num_factors)):
-                context = self.apply_factor(context, weights[m], rows)
+            weights = weights.to(compute_dtype)
+            # Attention dropout on the factors' entries (identity in eval). The kernel follows what the caller
+            # passes (a mask or None), never the mask's values: no data-dependent branch.
+            context = self.mix(values.to(compute_dtype), self.dropout(weights), padding_mask)
             attentions = None
             if output_attentions:
                 attentions = self.dense_factor(weights[0], links)

@@ -34,6 +34,9 @@ Choices (see MECHANISMS.md):
   averaged over batch and heads; this layer returns ``gamma_1 L_orth + gamma_2 L_diag`` and the
   encoder takes the plain mean over layers.
 
+Dropout (``attention_probs_dropout_prob``): on the core probabilities ``A'``, the standard place (the paper
+gives dropout rates for the embeddings and hidden layers only).
+
 Cost: O(N r C) time and O(N r) memory beyond the projections; ``r`` defaults to the head width.
 """
 

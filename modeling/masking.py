@@ -57,7 +57,8 @@ def real_positions(padding_mask: torch.Tensor | None, batch: int, length: int, d
     positions = torch.arange(length, device=device).expand(batch, length)
     if padding_mask is None:
         return positions
-    # Stable sort puts real tokens first, in order.
-    order = torch.argsort((~padding_mask).to(torch.int8), dim=-1, stable=True)
-    lengths = padding_mask.sum(-1, keepdim=True)
-    return torch.where(positions < lengths, order, torch.zeros_like(order))
+    # Scatter each real token's position to its rank; pads go to a spare column N, dropped after (no sort:
+    # ONNX has no stable sort).
+    target = torch.where(padding_mask, token_ranks(padding_mask, batch, length, device), length)
+    spare = torch.zeros(batch, length + 1, dtype=positions.dtype, device=device)
+    return spare.scatter(1, target, positions)[:, :length]

@@ -11,7 +11,8 @@ Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of ch
   (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
 
 Either way a warning lists the parameters that are new (initialised) and those of the checkpoint that were
-dropped, with layer numbers folded into ``*``.
+dropped, with layer numbers folded into ``*``: once, in place of Transformers' own load-report table (which
+is shown only when loading fails, since its error message points to it).
 
 Saving (:meth:`EffAttnPreTrainedModel.save_pretrained`) writes the weights under this model's own names and
 a ``config.json`` whose ``auto_map`` names the config and every head of the family, next to the flat
@@ -20,6 +21,8 @@ remote-code files, so that any ``Auto*`` class loads the folder with ``trust_rem
 
 from __future__ import annotations
 
+import contextlib
+import logging as std_logging
 import re
 from typing import Any, ClassVar
 
@@ -96,9 +99,10 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         else:
             kwargs.setdefault("key_mapping", cls.checkpoint_key_mappings[source_type])
         output_loading_info = kwargs.pop("output_loading_info", False)
-        model, info = super().from_pretrained(
-            pretrained_model_name_or_path, *model_args, config=config, output_loading_info=True, **kwargs
-        )
+        with transformers_load_report_held_back():
+            model, info = super().from_pretrained(
+                pretrained_model_name_or_path, *model_args, config=config, output_loading_info=True, **kwargs
+            )
         log_loading_report(model, info, pretrained_model_name_or_path, source_type)
         return (model, info) if output_loading_info else model
 
@@ -161,6 +165,32 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
 def fold_layers(keys) -> str:
     """Parameter names with layer numbers folded into ``*``, sorted and deduplicated."""
     return ", ".join(sorted({re.sub(r"\.\d+\.", ".*.", key) for key in keys})) or "none"
+
+
+@contextlib.contextmanager
+def transformers_load_report_held_back():
+    """Hold back the ``LOAD REPORT`` table that Transformers' ``from_pretrained`` logs (logger
+    ``transformers.modeling_utils``), since :func:`log_loading_report` reports the same once; if loading fails,
+    the table is logged after all (Transformers' error then refers to it)."""
+    target = std_logging.getLogger("transformers.modeling_utils")
+    held: list[std_logging.LogRecord] = []
+
+    def hold(record: std_logging.LogRecord) -> bool:
+        if "LOAD REPORT" in record.getMessage():
+            held.append(record)
+            return False
+        return True
+
+    target.addFilter(hold)
+    try:
+        yield
+    except Exception:
+        target.removeFilter(hold)
+        for record in held:
+            target.handle(record)
+        raise
+    finally:
+        target.removeFilter(hold)
 
 
 def log_loading_report(model, info: dict, path, source_type: str) -> None:

@@ -229,3 +229,18 @@ def saved_weights(folder) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(Path(folder) / "model.safetensors"))
+
+
+def launch_two_cpu_processes(config: str, script: Path, argv: list[str]):
+    """``accelerate launch`` of ``script argv`` as two CPU processes (gloo) with ``configs/<config>.yaml``; returns
+    the finished ``subprocess.CompletedProcess`` (output captured)."""
+    import os
+    import subprocess
+    import sys
+
+    env = dict(os.environ, ACCELERATE_USE_CPU="1", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
+    command = [sys.executable, "-m", "accelerate.commands.launch",
+               "--config_file", str(REPO / "configs" / f"{config}.yaml"), "--num_processes", "2",
+               str(script), *argv]
+    return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

@@ -136,15 +136,16 @@ def chord_factor(weights: torch.Tensor) -> torch.Tensor:
     return factor
 
 
-def psf_reference(attn, x: torch.Tensor, state=None) -> Reference:
+def psf_reference(attn, x: torch.Tensor, state=None, factor_masks: torch.Tensor | None = None) -> Reference:
     """PSF-Attn (Zhang & Yang, Secs. 3-4), one head. Eq. 3: factor m's non-zeros are
     ``f_m(x_i) = GELU(x_i W_in + b_in) W_out + b_out`` on the Chord links of Eq. 1, modulo the real
     length L; ``A = W_1 W_2 ... W_M`` (each ``W_m + I`` with the residual option);
-    ``context = A g(X)``, g the value projection."""
+    ``context = A g(X)``, g the value projection. ``factor_masks [M, L, K]`` (dropout) multiply the non-zeros."""
     attention = torch.eye(x.shape[0], dtype=x.dtype)
-    for w_in, b_in, w_out, b_out in zip(attn.factor_in_weight, attn.factor_in_bias, attn.factor_out_weight,
-                                        attn.factor_out_bias):
-        factor = chord_factor(F.gelu(x @ w_in + b_in) @ w_out + b_out)
+    masks = torch.ones(len(attn.factor_in_weight), 1, 1, dtype=x.dtype) if factor_masks is None else factor_masks
+    for w_in, b_in, w_out, b_out, mask in zip(attn.factor_in_weight, attn.factor_in_bias, attn.factor_out_weight,
+                                              attn.factor_out_bias, masks):
+        factor = chord_factor((F.gelu(x @ w_in + b_in) @ w_out + b_out) * mask)
         if attn.settings.residual:
             factor = factor + torch.eye(x.shape[0], dtype=x.dtype)
         attention = attention @ factor

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+from dataclasses import asdict
 
 import pytest
 import torch
@@ -87,3 +88,31 @@ def test_growth_exponent_and_crossover():
     assert benchmark.crossover_length(quadratic, linear, list(linear)) is None
     del quadratic[2048]  # a baseline skipped as infeasible counts as beaten
     assert benchmark.crossover_length(linear, quadratic, list(linear)) == 1024
+
+
+TINY_SETTINGS = dict(lengths=[8], hidden_size=16, num_heads=2, repeats=1, warmup=0, device="cpu", threads=1)
+
+
+def test_python_api_returns_the_rows_that_are_written(tmp_path):
+    rows = benchmark.run_benchmark(attentions=["kerformer"], parts=["attention"], verbose=False, **TINY_SETTINGS)
+    assert [(row.mechanism, row.part, row.length) for row in rows] == [
+        (name, "attention", 8) for name in ("kerformer", "sdpa", "floor")]
+    assert all(row.fwd_ms > 0 and row.fwd_bwd_ms > 0 and not row.note for row in rows)
+    summaries = benchmark.write_results(rows, tmp_path, verbose=False, parts=["attention"], **TINY_SETTINGS)
+    assert {summary.mechanism for summary in summaries} == {"kerformer", "sdpa", "floor"}
+    with open(tmp_path / "results.csv") as handle:
+        written = list(csv.DictReader(handle))
+    assert written == [{key: "" if value is None else str(value) for key, value in asdict(row).items()} for row in rows]
+
+
+def test_python_api_rejects_unknown_settings_and_attentions():
+    with pytest.raises(TypeError, match="lenghts"):
+        benchmark.run_benchmark(lenghts=[8])
+    with pytest.raises(ValueError, match="Unknown attention.*kerformr"):
+        benchmark.run_benchmark(attentions=["kerformr"], **TINY_SETTINGS)
+
+
+def test_profiler_console_lines_are_silenced(capfd):
+    assert benchmark.cpu_peak_bytes(lambda: torch.ones(1024).add_(1)) > 0
+    out, err = capfd.readouterr()
+    assert "USDT" not in out + err and "profiler_start" not in out + err

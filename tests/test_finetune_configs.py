@@ -27,3 +27,20 @@ def test_config_loads_and_matches_its_name(path):
         # MULTI_GPU (with ACCELERATE_USE_CPU=1 at launch), not use_cpu: that would start a single process.
         assert config.distributed_type == "MULTI_GPU" and config.num_processes == 2 and not config.use_cpu
     assert "accelerate launch --config_file configs/" + path.name in path.read_text()
+
+
+SHARDED = {"fsdp_full_shard": ("FSDP", None), "fsdp_hybrid_shard": ("FSDP", "HYBRID_SHARD"),
+           "deepspeed_zero2": ("DEEPSPEED", 2), "deepspeed_zero3": ("DEEPSPEED", 3)}
+
+
+@pytest.mark.parametrize("name", SHARDED)
+def test_sharded_training_configs_shard_as_named(name):
+    config = load_config_from_file(str(REPO / "configs" / f"{name}.yaml"))
+    distributed_type, strategy = SHARDED[name]
+    assert config.distributed_type == distributed_type
+    if distributed_type == "DEEPSPEED":
+        assert config.deepspeed_config["zero_stage"] == strategy
+    else:
+        assert config.fsdp_config["fsdp_auto_wrap_policy"] == "TRANSFORMER_BASED_WRAP"  # wraps _no_split_modules
+        assert config.fsdp_config.get("fsdp_sharding_strategy") == strategy  # None: FSDP2's full sharding
+    assert (REPO / "configs" / f"{name}.yaml").read_text().startswith("# ")  # says what it is for

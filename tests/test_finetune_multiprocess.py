@@ -1,10 +1,10 @@
 """Two CPU processes (``accelerate launch`` with gloo) train the same model as one process with the same global
-batch: 2 x 4 examples per step against 1 x 8."""
+batch: 2 x 4 examples per step against 1 x 8, with DDP (``configs/cpu_2proc.yaml``) and with FSDP's full sharding
+(``configs/fsdp_full_shard.yaml``), the latter also stopped at a checkpoint (``accelerator.save_state`` of the
+sharded model, optimizer and scheduler) and resumed; under FSDP a masked-LM model keeps its tied weights and
+reloads its saved state exactly. Hybrid sharding and DeepSpeed need GPUs: not run here."""
 
 import json
-import os
-import subprocess
-import sys
 
 import torch
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
@@ -12,6 +12,7 @@ from finetune_fixtures import (
     MAX_LENGTH,
     REPO,
     glue_mirror,
+    launch_two_cpu_processes,
     load_script,
     saved_weights,
     tiny_text_checkpoint,
@@ -19,26 +20,53 @@ from finetune_fixtures import (
 )
 
 
-def test_two_cpu_processes_match_one_process_with_the_same_global_batch(tmp_path):
-    # Dropout is off: the processes draw their dropout masks from other random streams than a single process.
-    common = ["--model_name_or_path", tiny_text_checkpoint(dropout=0.0), "--attention_type", "kerformer",
-              "--task_name", "mnli", "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH)]
-    single = load_script("run_text_classification").main(
-        common + training_options(tmp_path / "one", num_train_epochs=2, per_device_train_batch_size=8))
+TEXT_SCRIPT = REPO / "finetune" / "run_text_classification.py"
 
-    env = dict(os.environ, ACCELERATE_USE_CPU="1", OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    command = [sys.executable, "-m", "accelerate.commands.launch",
-               "--config_file", str(REPO / "configs" / "cpu_2proc.yaml"),
-               str(REPO / "finetune" / "run_text_classification.py"),
-               *common, *training_options(tmp_path / "two", num_train_epochs=2, per_device_train_batch_size=4)]
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+
+def run_once(output_dir, attention: str, task: str):
+    """The one-process run (8 examples per step, 2 epochs) and the options shared with the two-process run."""
+    # Dropout is off: the processes draw their dropout masks from other random streams than a single process.
+    common = ["--model_name_or_path", tiny_text_checkpoint(dropout=0.0), "--attention_type", attention,
+              "--task_name", task, "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH)]
+    single = load_script("run_text_classification").main(
+        common + training_options(output_dir, num_train_epochs=2, per_device_train_batch_size=8))
+    return single, common
+
+
+def assert_same_weights(folder_two, folder_one):
+    weights_one, weights_two = saved_weights(folder_one), saved_weights(folder_two)
+    assert weights_two.keys() == weights_one.keys()
+    for name in weights_one:
+        torch.testing.assert_close(weights_two[name], weights_one[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_two_cpu_processes_match_one_process_with_the_same_global_batch(tmp_path):
+    single, common = run_once(tmp_path / "one", "kerformer", "mnli")
+    result = launch_two_cpu_processes("cpu_2proc", TEXT_SCRIPT, [
+        *common, *training_options(tmp_path / "two", num_train_epochs=2, per_device_train_batch_size=4)])
     assert result.returncode == 0, result.stderr[-4000:]
     assert "2 process(es)" in result.stderr  # the loop's plan, logged by the main process
 
-    weights_one, weights_two = saved_weights(tmp_path / "one"), saved_weights(tmp_path / "two")
-    for name in weights_one:
-        torch.testing.assert_close(weights_two[name], weights_one[name], atol=1e-5, rtol=1e-4, msg=name)
+    assert_same_weights(tmp_path / "two", tmp_path / "one")
     results_two = json.loads((tmp_path / "two" / "all_results.json").read_text())
     assert results_two["eval"] == single.final_metrics  # both eval splits, gathered over the processes
     assert results_two["history"][-1]["step"] == single.state.completed_steps == 8
+
+
+def test_fsdp_on_two_cpu_processes_matches_one_process_and_resumes(tmp_path):
+    _, common = run_once(tmp_path / "one", "psf", "sst2")
+    sharded = common + training_options(tmp_path / "two", num_train_epochs=2, per_device_train_batch_size=4,
+                                        checkpointing_steps=2)
+    for extra in (["--stop_after_steps", "4"], ["--resume_from_checkpoint", "latest"]):
+        result = launch_two_cpu_processes("fsdp_full_shard", TEXT_SCRIPT, sharded + extra)
+        assert result.returncode == 0, result.stderr[-4000:]
+    assert "2 process(es)" in result.stderr and "Resum" in result.stderr
+    assert_same_weights(tmp_path / "two", tmp_path / "one")
+
+
+def test_fsdp_keeps_tied_weights_and_restores_saved_state(tmp_path):
+    """The masked-LM head's decoder is tied to the word embeddings (``_tied_weights_keys``)."""
+    result = launch_two_cpu_processes("fsdp_full_shard", REPO / "tests" / "fsdp_tied_weights_script.py",
+                                      [str(tmp_path / "state"), str(tmp_path / "result.json")])
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert json.loads((tmp_path / "result.json").read_text()) == {"tied": True, "restored": True, "processes": 2}

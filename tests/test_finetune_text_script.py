@@ -85,3 +85,25 @@ def test_bad_options_are_refused_with_a_message(tmp_path, capsys):
     assert "--checkpointing_steps must be a positive integer or 'epoch'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="Give a dataset"):
         script.main(base)
+
+
+def test_log_lines_never_break_into_the_progress_bar(tmp_path):
+    """In a real process (pytest's own log handlers would hide the console handler): every log line printed
+    while the bar is shown starts a line of its own."""
+    import os
+    import subprocess
+    import sys
+
+    from finetune_fixtures import REPO
+
+    argv = ["--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
+            "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH),
+            *training_options(tmp_path / "out", num_train_epochs=2, per_device_train_batch_size=4)]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+    result = subprocess.run([sys.executable, str(REPO / "finetune" / "run_text_classification.py"), *argv],
+                            env=env, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    logged = [line for line in result.stderr.split("\n") if "epoch 0 (step" in line or "epoch 1 (step" in line]
+    assert len(logged) == 2
+    for line in logged:
+        assert "Training:" not in line.split("\r")[-1], line

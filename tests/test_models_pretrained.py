@@ -138,3 +138,29 @@ def test_checkpoint_of_another_architecture_is_refused(tmp_path):
     save_source(transformers.ViTModel, "vit", tmp_path)
     with pytest.raises(ValueError, match="model_type 'vit'"):
         hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path)
+
+
+@pytest.fixture
+def transformers_logs(caplog):
+    """``caplog`` also receiving Transformers' own log records (its library logger does not propagate to the root)."""
+    library = logging.getLogger("transformers")
+    library.addHandler(caplog.handler)
+    with caplog.at_level(logging.WARNING):
+        yield caplog
+    library.removeHandler(caplog.handler)
+
+
+def test_conversion_prints_one_load_report(tmp_path, transformers_logs):
+    save_source(transformers.RobertaForSequenceClassification, "roberta", tmp_path)
+    hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(tmp_path, attention_type="psf")
+    messages = [record.getMessage() for record in transformers_logs.records]
+    assert not any("LOAD REPORT" in message for message in messages)  # Transformers' table: held back
+    assert sum("New parameters" in message for message in messages) == 1  # ours
+
+
+def test_failed_load_still_shows_the_report_its_error_refers_to(tmp_path, transformers_logs):
+    save_source(transformers.RobertaForSequenceClassification, "roberta", tmp_path)  # 2 labels
+    with pytest.raises(RuntimeError, match="above report"):
+        hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
+    report = next(record.getMessage() for record in transformers_logs.records if "LOAD REPORT" in record.getMessage())
+    assert "classifier.out_proj.weight" in report

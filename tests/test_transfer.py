@@ -227,6 +227,10 @@ def test_convert_with_transfer_reads_text_files(fmt, tmp_path, capsys):
     assert "Attention transfer to 'dba': 4 steps, 32 examples" in printed and "last hidden state" in printed
     report = json.loads((out / REPORT_FILE).read_text())
     assert report["data"] == data and len(report["layers"]) == 2 and len(report["losses"]) == 4
+    card = ModelCard.load(out / "README.md")
+    assert "converted and not fine-tuned" in card.text and "## Attention transfer" in card.text
+    assert "4 steps on\n32 examples" in card.text and "## Results" not in card.text
+    assert card.data.pipeline_tag == "fill-mask" and "dba" in card.data.tags
     query = "roberta.encoder.layer.0.attention.self.query.weight"
     assert not torch.equal(saved_weights(out)[query], saved_weights(tiny_text_checkpoint())[query])
 

@@ -2,7 +2,7 @@
 
 Modules: ``arguments`` (command-line options), ``data`` / ``text_data`` / ``image_data`` (datasets in their
 Hub schemas, tokenisation, torch-only augmentation), ``metrics`` (GLUE's metrics, offline), ``models``
-(checkpoints with the attention swapped), ``loop`` (the Accelerate loop), ``checkpoints`` (save and exact
+(checkpoints with the attention swapped, or presets trained from scratch), ``loop`` (the Accelerate loop), ``checkpoints`` (save and exact
 resume), ``model_card`` and ``publishing`` (Hub-ready folders and upload), ``run`` (a whole run, and the
 ``Recipe`` each script is), ``text_classification`` / ``image_classification`` (the scripts' recipes and
 ``main``), ``synthetic`` (the demo's task, tokenizer and checkpoint).

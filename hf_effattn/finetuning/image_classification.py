@@ -3,7 +3,7 @@
 
 from .image_data import add_image_data_arguments, prepare_image_data
 from .model_card import IMAGE_CLASSIFICATION
-from .models import load_image_classifier, load_image_processor
+from .models import load_image_classifier, load_image_processor, with_processor_option
 from .run import Recipe
 
 RECIPE = Recipe(
@@ -15,4 +15,4 @@ RECIPE = Recipe(
     card_kind=IMAGE_CLASSIFICATION,
 )
 parse_args = RECIPE.parse_args
-main = RECIPE.main
+main = with_processor_option(RECIPE, "image_processor_name")

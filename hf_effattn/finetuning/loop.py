@@ -132,18 +132,21 @@ class Finetuner:
     # -- the run -------------------------------------------------------------------------------------------
 
     def train(self) -> TrainingOutcome:
-        """Train (resuming if asked) to the last step or to ``--stop_after_steps``; evaluate each epoch."""
+        """Train (resuming if asked) to the last step or to ``--stop_after_steps``; evaluate each epoch. Log lines
+        go through tqdm meanwhile, so that they never break into the progress bar."""
         from tqdm.auto import tqdm
+        from tqdm.contrib.logging import logging_redirect_tqdm
 
         if self.args.resume_from_checkpoint:
             self.resume(self.args.resume_from_checkpoint)
         if self.args.with_tracking:
             self.accelerator.init_trackers("hf_effattn_finetune", tracker_config(self.args))
         self.log_plan()
-        self.progress = tqdm(total=self.max_steps, initial=self.state.completed_steps, desc="Training",
-                             disable=not self.accelerator.is_local_main_process)
-        finished = self.run_epochs()
-        self.progress.close()
+        with logging_redirect_tqdm(loggers=[logging.getLogger(), logging.getLogger("transformers")]):
+            self.progress = tqdm(total=self.max_steps, initial=self.state.completed_steps, desc="Training",
+                                 disable=not self.accelerator.is_local_main_process)
+            finished = self.run_epochs()
+            self.progress.close()
         if self.args.with_tracking:
             self.accelerator.end_training()
         return TrainingOutcome(self.state, finished, self.max_steps)

@@ -22,7 +22,7 @@ TEMPLATE_PATH = Path(model_cards.__file__).resolve().parent / "template.md"
 class CardKind:
     """What differs between text and image models in a card."""
 
-    pipeline_tag: str
+    pipeline_tag: str | None
     architecture_tag: str
     processor_class: str
     model_class: str
@@ -49,6 +49,33 @@ IMAGE_CLASSIFICATION = CardKind(
         "label = model.config.id2label[model(**inputs).logits.argmax(-1).item()]\n```"
     ),
 )
+
+
+PIPELINE_TAGS = {  # (family, task) of a converted model -> the Hub's pipeline tag (none for the others)
+    ("text", "base"): "feature-extraction",
+    ("text", "masked-lm"): "fill-mask",
+    ("text", "sequence-classification"): "text-classification",
+    ("text", "token-classification"): "token-classification",
+    ("text", "question-answering"): "question-answering",
+    ("vision", "base"): "image-feature-extraction",
+    ("vision", "image-classification"): "image-classification",
+}
+
+
+def converted_kind(family: str, task: str) -> CardKind:
+    """The card kind of a model converted (not fine-tuned) by ``hf-effattn convert``, with head ``task``."""
+    from ..presets import TASKS
+
+    processor = "AutoTokenizer" if family == "text" else "AutoImageProcessor"
+    example = ('inputs = processor("A sentence.", return_tensors="pt")' if family == "text" else
+               'from PIL import Image\n\ninputs = processor(Image.open("image.png"), return_tensors="pt")')
+    return CardKind(
+        pipeline_tag=PIPELINE_TAGS.get((family, task)),
+        architecture_tag="roberta" if family == "text" else "vit",
+        processor_class=processor,
+        model_class=TASKS[family][task],
+        usage_example=f"```python\n{example}\noutputs = model(**inputs)\n```",
+    )
 
 
 @dataclass
@@ -91,11 +118,22 @@ def card_data(content: CardContent):
         tags=["hf_effattn", "efficient-attention", content.attention_type, content.kind.architecture_tag,
               "custom_code", *content.extra_tags],
         datasets=[dataset] if dataset else None,
-        metrics=sorted({metric for metrics in content.results.values() for metric in metrics} - {"combined_score"}),
+        metrics=sorted({metric for metrics in content.results.values() for metric in metrics} - {"combined_score"})
+        or None,
         base_model=content.base_model if is_hub_id(content.base_model) else None,
         model_name=content.repo_id,
         eval_results=eval_results or None,
     )
+
+
+def purpose_sentence(content: CardContent) -> str:
+    """What was done to the checkpoint after the swap: fine-tuned on a dataset, or only converted."""
+    if content.results:
+        return f"fine-tuned for {content.kind.pipeline_tag} on {dataset_sentence(content)}"
+    if content.transfer:
+        return ("converted and not fine-tuned: the new attention was trained only by attention transfer (below), "
+                "to reproduce the original softmax attention")
+    return "converted and not fine-tuned: the new attention is untrained; fine-tune it before use"
 
 
 def dataset_sentence(content: CardContent) -> str:
@@ -128,8 +166,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         model_name=content.repo_id.split("/")[-1],
         repo_id=content.repo_id,
         base_model_sentence=f"This model is {base_sentence}",
-        dataset_sentence=dataset_sentence(content),
-        pipeline_tag=content.kind.pipeline_tag,
+        purpose_sentence=purpose_sentence(content),
         attention_type=content.attention_type,
         attention_config=json.dumps(content.attention_config),
         paper=description["paper"],

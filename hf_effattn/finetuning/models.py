@@ -1,15 +1,30 @@
 """The model to fine-tune and its tokenizer or image processor, through the package surface.
 
 ``--model_name_or_path`` names a RoBERTa/BERT/ViT checkpoint (its attention is swapped for
-``--attention_type``) or one of hf_effattn's own; the classification head is sized for the task's labels.
+``--attention_type``), one of hf_effattn's own, or a preset (``hf_effattn.list_models()``, e.g.
+``vit-tiny-patch4-32/kerformer``): a randomly initialised model to train from scratch, as timm's train script
+takes ``--model``. A preset has no tokenizer or image processor, so they are explicit: ``--tokenizer_name``
+(required for a text preset), ``--image_processor_name`` (optional for a vision preset; default a
+``ViTImageProcessor`` resizing to the preset's image size). The classification head is sized for the task's labels.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import functools
+import logging
 
 from .. import EffAttnRobertaForSequenceClassification, EffAttnViTForImageClassification
+from ..presets import create_model, list_models, resolve
 from .data import LabelInfo
+
+logger = logging.getLogger(__name__)
+
+
+def is_preset(name_or_path: str) -> bool:
+    """Whether ``--model_name_or_path`` is a preset name such as ``"vit-tiny-patch4-32/kerformer"``."""
+    return name_or_path in list_models()
 
 
 def label_config(labels: LabelInfo) -> dict:
@@ -22,6 +37,26 @@ def label_config(labels: LabelInfo) -> dict:
         "label2id": {name: i for i, name in enumerate(labels.names)},
         "problem_type": "single_label_classification",
     }
+
+
+def create_preset_classifier(family: str, args: argparse.Namespace, labels: LabelInfo):
+    """A randomly initialised classifier of preset ``args.model_name_or_path`` (of ``family``), with the task's labels
+    and ``--attention_config`` merged into the preset's settings."""
+    architecture, attention_type = resolve(args.model_name_or_path)
+    if architecture.family != family:
+        raise ValueError(f"--model_name_or_path {args.model_name_or_path!r} is a {architecture.family} preset: use it "
+                         f"with the {architecture.family} script, or choose one of {family} presets (hf-effattn list).")
+    if args.attention_type not in (None, attention_type):
+        raise ValueError(f"--attention_type {args.attention_type!r} contradicts the preset "
+                         f"{args.model_name_or_path!r}: name the mechanism in the preset instead, e.g. "
+                         f"'{args.model_name_or_path.split('/')[0]}/{args.attention_type}'.")
+    if getattr(args, "attention_transfer_steps", 0):
+        raise ValueError("--attention_transfer_steps needs a pretrained softmax checkpoint to learn from; a preset is "
+                         "randomly initialised: drop the option, or start from a checkpoint.")
+    task = "sequence-classification" if family == "text" else "image-classification"
+    logger.info("Training %s from scratch (random weights).", args.model_name_or_path)
+    return create_model(args.model_name_or_path, task=task, attention_config=args.attention_config,
+                        **label_config(labels))
 
 
 def load_classifier(model_class, args: argparse.Namespace, labels: LabelInfo):
@@ -37,28 +72,55 @@ def load_classifier(model_class, args: argparse.Namespace, labels: LabelInfo):
 
 
 def load_text_classifier(args: argparse.Namespace, labels: LabelInfo):
-    """A RoBERTa-style sequence classifier with the requested attention."""
+    """A RoBERTa-style sequence classifier with the requested attention (a fresh one for a preset)."""
+    if is_preset(args.model_name_or_path):
+        return create_preset_classifier("text", args, labels)
     return load_classifier(EffAttnRobertaForSequenceClassification, args, labels)
 
 
 def load_image_classifier(args: argparse.Namespace, labels: LabelInfo):
-    """A ViT-style image classifier with the requested attention."""
+    """A ViT-style image classifier with the requested attention (a fresh one for a preset)."""
+    if is_preset(args.model_name_or_path):
+        return create_preset_classifier("vision", args, labels)
     return load_classifier(EffAttnViTForImageClassification, args, labels)
 
 
-def load_tokenizer(name_or_path: str):
-    """The checkpoint's tokenizer."""
+def load_tokenizer(name_or_path: str, processor_name: str | None = None):
+    """The tokenizer of ``processor_name`` (``--tokenizer_name``), else the checkpoint's; a preset needs the former."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(name_or_path)
+    if processor_name is None and is_preset(name_or_path):
+        raise ValueError(f"{name_or_path!r} is a preset (random weights, no tokenizer): pass --tokenizer_name, e.g. "
+                         "FacebookAI/roberta-base (its vocabulary must fit the preset's vocab_size).")
+    return AutoTokenizer.from_pretrained(processor_name or name_or_path)
 
 
-def load_image_processor(name_or_path: str):
-    """The checkpoint's image processor, or a ViT processor sized from its config when it has none."""
+def load_image_processor(name_or_path: str, processor_name: str | None = None):
+    """The image processor of ``processor_name`` (``--image_processor_name``) or of the checkpoint, or else a
+    ``ViTImageProcessor`` resizing to the model's image size (always so for a preset without a processor name)."""
     from transformers import AutoConfig, AutoImageProcessor, ViTImageProcessor
 
-    try:
-        return AutoImageProcessor.from_pretrained(name_or_path)
-    except OSError:
-        image_size = AutoConfig.from_pretrained(name_or_path).image_size
-        return ViTImageProcessor(size={"height": image_size, "width": image_size})
+    if processor_name is not None:
+        return AutoImageProcessor.from_pretrained(processor_name)
+    if is_preset(name_or_path):
+        image_size = resolve(name_or_path)[0].config["image_size"]
+    else:
+        try:
+            return AutoImageProcessor.from_pretrained(name_or_path)
+        except OSError:
+            image_size = AutoConfig.from_pretrained(name_or_path).image_size
+    logger.info("Image processor: ViTImageProcessor resizing to %dx%d, scaled to [-1, 1] (pass --image_processor_name "
+                "for another).", image_size, image_size)
+    return ViTImageProcessor(size={"height": image_size, "width": image_size})
+
+
+def with_processor_option(recipe, option: str):
+    """``recipe.main`` whose processor loader also gets the value of the command-line ``option`` (the tokenizer or
+    image processor to use, e.g. ``tokenizer_name``), as ``processor_name``."""
+
+    def main(argv: list[str] | None = None):
+        chosen = getattr(recipe.parse_args(argv), option)
+        loader = functools.partial(recipe.load_processor, processor_name=chosen)
+        return dataclasses.replace(recipe, load_processor=loader).main(argv)
+
+    return main

@@ -2,7 +2,7 @@
 ``finetune/run_text_classification.py`` runs."""
 
 from .model_card import TEXT_CLASSIFICATION
-from .models import load_text_classifier, load_tokenizer
+from .models import load_text_classifier, load_tokenizer, with_processor_option
 from .run import Recipe
 from .text_data import add_text_data_arguments, prepare_text_data
 
@@ -15,4 +15,4 @@ RECIPE = Recipe(
     card_kind=TEXT_CLASSIFICATION,
 )
 parse_args = RECIPE.parse_args
-main = RECIPE.main
+main = with_processor_option(RECIPE, "tokenizer_name")

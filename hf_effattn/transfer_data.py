@@ -25,6 +25,9 @@ def load_rows(source: str, split: str = "train"):
     from datasets import Dataset, load_dataset
 
     path = Path(source)
+    if not path.exists() and path.suffix.lower() in (".txt", *FILE_BUILDERS):
+        raise FileNotFoundError(f"The transfer data file {source!r} does not exist: give an existing file, a dataset "
+                                "folder or a Hub dataset id.")
     if path.is_file() and path.suffix.lower() == ".txt":
         return Dataset.from_dict({"text": [line.strip() for line in path.read_text().splitlines() if line.strip()]})
     if path.is_file():

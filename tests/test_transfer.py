@@ -28,6 +28,7 @@ from models_helpers import assert_loads_as_remote_code, pixel_values, source_con
 from hf_effattn import EffAttnRobertaModel, EffAttnViTForImageClassification, EffAttnViTModel, conversion
 from hf_effattn.finetuning import run as finetuning_run
 from hf_effattn.transfer import REPORT_FILE, masked_mse, transfer_attention
+from hf_effattn.transfer_data import transfer_loader
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
 
@@ -244,6 +245,19 @@ def test_a_transferred_folder_loads_as_remote_code(tmp_path):
     with torch.no_grad():
         logits = model(**inputs).logits
     assert_loads_as_remote_code(out, "AutoModelForMaskedLM", inputs, logits)
+
+
+def test_transfer_data_errors_name_the_problem(tmp_path):
+    with pytest.raises(FileNotFoundError, match="transfer data file 'missing.csv' does not exist"):
+        transfer_loader("missing.csv", None, "text")
+    with pytest.raises(ValueError, match="--transfer_column 'body' is not among"):
+        transfer_loader(write_texts(tmp_path, "csv"), None, "text", column="body")
+    (tmp_path / "empty.txt").write_text("\n  \n")
+    with pytest.raises(ValueError, match="holds no usable text examples"):
+        transfer_loader(str(tmp_path / "empty.txt"), None, "text")
+    (tmp_path / "data.yaml").write_text("a: 1")
+    with pytest.raises(ValueError, match="Unsupported transfer data file"):
+        transfer_loader(str(tmp_path / "data.yaml"), None, "text")
 
 
 def test_convert_with_transfer_reads_an_image_folder(tmp_path):

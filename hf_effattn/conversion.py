@@ -5,8 +5,9 @@ another attention mechanism.
 
 The folder holds ``model.safetensors``, ``config.json`` (with ``attention_type``, ``attention_config`` and an
 ``auto_map`` naming every head), the flat remote-code files, a model card (``README.md``), and the
-checkpoint's tokenizer or image processor when it has one: ``AutoModel*.from_pretrained(folder, trust_remote_code=True)`` loads it without
-this package. Weights the checkpoint shares are reused; the new and the dropped ones are logged.
+checkpoint's tokenizer or image processor when it has one: ``AutoModel*.from_pretrained(folder,
+trust_remote_code=True)`` loads it without this package. Weights the checkpoint shares are reused; the new
+and the dropped ones are logged.
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
 encoder. From Python: :func:`convert`.

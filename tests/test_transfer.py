@@ -190,7 +190,8 @@ def test_clear_errors(roberta_source, vit_source, tmp_path):
                                                 ignore_mismatched_sizes=True)
     with pytest.raises(ValueError, match="teacher has hidden_size=32"):
         transfer_attention(model, wider, text_batches(), steps=1, progress=False)
-    with pytest.raises(ValueError, match=r"The teacher is on meta but the model on cpu: move it with teacher.to\('cpu'\)"):
+    moved = r"The teacher is on meta but the model on cpu: move it with teacher.to\('cpu'\)"
+    with pytest.raises(ValueError, match=moved):
         transfer_attention(model, EffAttnRobertaModel(teacher.config).to("meta"), text_batches(), steps=1,
                            progress=False)
     EffAttnRobertaModel.from_pretrained(roberta_source, attention_type="kerformer").save_pretrained(tmp_path)

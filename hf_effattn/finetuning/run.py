@@ -82,7 +82,8 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
     return report.to_dict()
 
 
-def finetune(args, accelerator, model, data, processor, kind: CardKind, transfer: dict | None = None) -> TrainingOutcome:
+def finetune(args, accelerator, model, data, processor, kind: CardKind,
+             transfer: dict | None = None) -> TrainingOutcome:
     """Train ``model`` on ``data``; when the run reaches its last step, publish the final folder."""
     finetuner = Finetuner(args, accelerator, model, data, processor)
     outcome = finetuner.train()

@@ -3,7 +3,7 @@
 The package surface:
 
 * the registry of mechanisms (``list_attentions``, ``register_attention``, ``build_attention``,
-  ``describe_attention``);
+  ``describe_attention``; ``setting`` declares a new mechanism's settings);
 * the Transformers classes: configs (``EffAttnRobertaConfig``, ``EffAttnViTConfig``), encoders and heads
   (``EffAttnRoberta*``, ``EffAttnViT*``), registered with the ``Auto*`` classes on import;
 * model presets (``list_models``, ``create_model``);
@@ -26,6 +26,7 @@ from .modeling.attentions import (
     get_attention_class,
     list_attentions,
     register_attention,
+    setting,
 )
 from .modeling.configuration_effattn import EffAttnRobertaConfig, EffAttnViTConfig
 from .modeling.encoder import EffAttnEncoder, EffAttnRobertaLayer, EffAttnViTLayer
@@ -66,7 +67,7 @@ _register_with_auto_classes()
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
-    "describe_attention", "get_attention_class", "list_attentions", "register_attention",
+    "describe_attention", "get_attention_class", "list_attentions", "register_attention", "setting",
     "EffAttnRobertaConfig", "EffAttnViTConfig", "EffAttnEncoder", "EffAttnRobertaLayer", "EffAttnViTLayer",
     "EffAttnRobertaPreTrainedModel", "EffAttnRobertaModel", "EffAttnRobertaForMaskedLM",
     "EffAttnRobertaForSequenceClassification", "EffAttnRobertaForTokenClassification",

@@ -19,9 +19,28 @@ on a mechanism's name:
 * ``needs_max_length``: has parameters sized by the model's maximum length; longer inputs are an error.
 * ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``).
 
-Settings are a frozen dataclass per mechanism (``settings_class``), with paper defaults, built from a
-plain dict by :func:`build_settings`, which rejects unknown names and out-of-range values with an error
-that names the setting and what is allowed.
+Settings are a frozen dataclass per mechanism (``settings_class``, a subclass of :class:`AttentionSettings`),
+built from a plain dict (``attention_config``) by :func:`build_settings`, which rejects unknown names. The
+contract for a mechanism's settings:
+
+* Every field is declared with :func:`~settings.setting`, giving its paper default, its kind and its range in
+  one place; the check is generic (``settings.checked``), run when the dataclass is built, whether from a dict,
+  a ``config.json`` or by hand::
+
+      @dataclass(frozen=True)
+      class ExampleSettings(AttentionSettings):
+          num_features: int | None = setting(None, int, minimum=1, none_means="the head width")
+          kernel: str = setting("softmax", str, choices=("softmax", "relu"))
+          redraw: bool = setting(False, bool)
+          eps: float = setting(1e-6, float, above=0)
+
+  Kinds are ``bool`` (a real bool: not ``"false"``, not ``1``), ``int`` (not a bool), ``float`` (finite; an
+  integer is converted) and ``str``; bounds are ``minimum`` / ``maximum`` (inclusive) and ``above`` (exclusive);
+  ``choices`` lists the allowed strings; ``none_means`` allows ``None`` and says what it stands for. A wrong
+  kind raises ``TypeError``, a value out of range ``ValueError``, each naming the setting, the value, what is
+  expected and the default. A field declared without :func:`~settings.setting` is a ``TypeError`` at build time.
+* Only constraints that depend on the model's shape go in :meth:`AttentionSettings.check` (a ratio at most the
+  head width, a multiple of the head count, a size that fits ``max_length``), raised with :func:`require`.
 """
 
 from __future__ import annotations
@@ -29,11 +48,14 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import nn
+
+from .settings import Spec, checked, setting  # noqa: F401 (mechanisms import ``setting`` from here)
 
 
 @dataclass
@@ -48,13 +70,41 @@ class AttentionOutput:
 
 @dataclass(frozen=True)
 class AttentionSettings:
-    """Base of every mechanism's settings. Subclasses add fields and override :meth:`check`."""
+    """Base of every mechanism's settings. Subclasses add fields declared with :func:`~settings.setting` and
+    override :meth:`check` for shape-dependent constraints (see the module docstring)."""
+
+    def __post_init__(self):
+        """Check every field against its declared spec; store ``int``/``float`` values as that kind."""
+        for field in dataclasses.fields(self):
+            if "spec" not in field.metadata:
+                raise TypeError(
+                    f"{type(self).__name__}.{field.name} has no declared type and range: declare it with "
+                    "setting(default, kind, ...)."
+                )
+            value = checked(field.name, getattr(self, field.name), field.metadata["spec"], default=field.default)
+            object.__setattr__(self, field.name, value)
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
         """Raise ``ValueError`` for values that do not fit the model's shape."""
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+HEADS_SPECS = {"hidden_size": Spec(int, minimum=1), "num_attention_heads": Spec(int, minimum=1)}
+
+
+def check_heads(hidden_size: int, num_heads: int) -> None:
+    """Raise unless the width and the head count are positive integers and the heads divide the width."""
+    for name, value in zip(HEADS_SPECS, (hidden_size, num_heads)):
+        checked(name, value, HEADS_SPECS[name], where="config value")
+    if hidden_size % num_heads:
+        divisors = [h for h in range(1, hidden_size + 1) if hidden_size % h == 0]
+        closest = sorted(sorted(divisors, key=lambda h: abs(h - num_heads))[:3])
+        raise ValueError(
+            f"hidden_size={hidden_size} is not divisible by num_attention_heads={num_heads}: "
+            f"choose a head count that divides the width (the closest: one of {closest})."
+        )
 
 
 def require(condition: bool, setting: str, value: Any, allowed: str) -> None:
@@ -76,6 +126,8 @@ class EfficientAttention(nn.Module):
     has_aux_loss: ClassVar[bool] = False
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
+    # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).
+    length_limit_fix: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -90,11 +142,7 @@ class EfficientAttention(nn.Module):
     ):
         super().__init__()
         self.settings = settings
-        if hidden_size % num_heads:
-            raise ValueError(
-                f"hidden_size={hidden_size} is not divisible by num_attention_heads={num_heads}: "
-                "choose a head count that divides the width."
-            )
+        check_heads(hidden_size, num_heads)
         if self.needs_max_length and not max_length:
             raise ValueError(f"The {self.name!r} attention needs the model's maximum length (max_length).")
         settings.check(hidden_size, num_heads, max_length)
@@ -110,9 +158,9 @@ class EfficientAttention(nn.Module):
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, N, h * d] -> [B, h, N, d]``."""
-        batch, length, _ = x.shape
-        return x.view(batch, length, self.num_heads, -1).transpose(1, 2)
+        """``[B, N, h * d] -> [B, h, N, d]`` (any ``d``; explicit, so that an empty batch keeps its shape)."""
+        batch, length, width = x.shape
+        return x.view(batch, length, self.num_heads, width // self.num_heads).transpose(1, 2)
 
     @staticmethod
     def merge_heads(x: torch.Tensor) -> torch.Tensor:
@@ -125,9 +173,10 @@ class EfficientAttention(nn.Module):
         if self.needs_max_length and length > self.max_length:
             raise ValueError(
                 f"Sequence length {length} exceeds the maximum length {self.max_length} that the "
-                f"{self.name!r} attention was built for: truncate the input or build the model with a "
-                "larger max_position_embeddings."
+                f"{self.name!r} attention was built for: shorten the input or build the attention with a larger "
+                f"max_length{self.length_limit_fix}."
             )
+
 
     def reset_parameters(self, std: float = 0.02) -> None:
         """Initialise the mechanism's own raw parameters with ``transformers.initialization`` functions (which
@@ -160,6 +209,8 @@ def list_attentions() -> list[str]:
 
 def get_attention_class(name: str) -> type[EfficientAttention]:
     """The mechanism class registered as ``name``; an unknown name lists the known ones."""
+    if not isinstance(name, str):
+        raise TypeError(f"Invalid attention_type={name!r}: it must be a string, one of {', '.join(_REGISTRY)}.")
     if name not in _REGISTRY:
         close = difflib.get_close_matches(name, _REGISTRY, n=3)
         hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
@@ -172,6 +223,11 @@ def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | Non
     settings_class = get_attention_class(name).settings_class
     if isinstance(settings, settings_class):
         return settings
+    if settings is not None and not isinstance(settings, Mapping):
+        raise TypeError(
+            f"Invalid attention_config={settings!r}: it must be a dict of {name!r} settings, or None for the "
+            "defaults."
+        )
     settings = dict(settings or {})
     known = [f.name for f in dataclasses.fields(settings_class)]
     unknown = sorted(set(settings) - set(known))

@@ -40,7 +40,9 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require
+from .attention_base import (
+    AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require, setting,
+)
 from .masking import masked_softmax
 
 
@@ -50,14 +52,11 @@ class DBASettings(AttentionSettings):
     ``compressed_dim``: d_in, total width of the compressed queries/keys over all heads (Table 7: 24);
     must be divisible by the number of heads."""
 
-    compressed_length: int = 16
-    compressed_dim: int = 24
+    compressed_length: int = setting(16, int, minimum=1)
+    compressed_dim: int = setting(24, int, minimum=1)
 
     def check(self, hidden_size, num_heads, max_length):
-        require(isinstance(self.compressed_length, int) and self.compressed_length >= 1, "compressed_length",
-                self.compressed_length, "a positive integer")
-        require(isinstance(self.compressed_dim, int) and self.compressed_dim >= num_heads
-                and self.compressed_dim % num_heads == 0, "compressed_dim", self.compressed_dim,
+        require(self.compressed_dim % num_heads == 0, "compressed_dim", self.compressed_dim,
                 f"a positive multiple of num_attention_heads={num_heads} (for example {2 * num_heads})")
 
 

@@ -42,7 +42,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require
+from .attention_base import (
+    AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require, setting,
+)
 from .masking import token_ranks, zero_pads
 
 SE_MODES = ("token", "channel", "none")
@@ -54,16 +56,14 @@ class KerformerSettings(AttentionSettings):
     ``se_reduction``: reduction ratio of SE-K's first layer (d -> d / ratio).
     ``eps``: added to the normaliser of Eq. 9."""
 
-    se_mode: str = "token"
-    se_reduction: int = 4
-    eps: float = 1e-6
+    se_mode: str = setting("token", str, choices=SE_MODES)
+    se_reduction: int = setting(4, int, minimum=1)
+    eps: float = setting(1e-6, float, above=0)
 
     def check(self, hidden_size, num_heads, max_length):
-        require(self.se_mode in SE_MODES, "se_mode", self.se_mode, f"one of {', '.join(SE_MODES)}")
         head_dim = hidden_size // num_heads
-        require(isinstance(self.se_reduction, int) and 1 <= self.se_reduction <= head_dim, "se_reduction",
-                self.se_reduction, f"an integer in [1, head width = {head_dim}]")
-        require(self.eps > 0, "eps", self.eps, "> 0")
+        require(self.se_reduction <= head_dim, "se_reduction", self.se_reduction,
+                f"an integer in [1, head width = {head_dim}]")
         require(self.se_mode != "token" or bool(max_length), "se_mode", self.se_mode,
                 "'channel' or 'none' when the model has no maximum length ('token' needs one weight per position)")
 
@@ -77,6 +77,7 @@ class KerformerAttention(EfficientAttention):
     equations = "Sec. 3.3, Eqs. 7-9; SE-K Sec. 3.5"
     complexity = "O(N d^2) time, O(N d) memory"
     needs_max_length = True  # under the default se_mode="token"; each instance sets its own
+    length_limit_fix = ', or use se_mode="channel", which has no length limit'
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
         self.needs_max_length = settings.se_mode == "token"  # only token mode sizes weights by N_max

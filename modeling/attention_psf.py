@@ -49,7 +49,7 @@ from torch.autograd.function import once_differentiable
 from transformers import initialization as init
 
 from .attention_base import (
-    AttentionOutput, AttentionSettings, EfficientAttention, log2_ceil, register_attention, require,
+    AttentionOutput, AttentionSettings, EfficientAttention, log2_ceil, register_attention, require, setting,
 )
 from .masking import real_lengths, real_positions, token_ranks
 
@@ -60,18 +60,12 @@ class PSFSettings(AttentionSettings):
     self link (None: ceil(log2 N_max)). ``factor_hidden_size``: hidden width of each f_m (None: the
     model width). ``residual``: ``V <- W_m V + V`` at each factor."""
 
-    num_factors: int | None = None
-    num_links: int | None = None
-    factor_hidden_size: int | None = 64
-    residual: bool = False
+    num_factors: int | None = setting(None, int, minimum=1, none_means="ceil(log2 N_max)")
+    num_links: int | None = setting(None, int, minimum=1, none_means="ceil(log2 N_max)")
+    factor_hidden_size: int | None = setting(64, int, minimum=1, none_means="the model width")
+    residual: bool = setting(False, bool)
 
     def check(self, hidden_size, num_heads, max_length):
-        meaning_of_none = {"num_factors": "ceil(log2 N_max)", "num_links": "ceil(log2 N_max)",
-                           "factor_hidden_size": "the model width"}
-        for name, none_means in meaning_of_none.items():
-            value = getattr(self, name)
-            require(value is None or (isinstance(value, int) and value >= 1), name, value,
-                    f"a positive integer, or None for {none_means}")
         if self.num_links is not None and max_length:
             require(2 ** (self.num_links - 2) < max_length, "num_links", self.num_links,
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")
@@ -94,7 +88,7 @@ def chord_links(padding_mask: torch.Tensor | None, batch: int, length: int, num_
     lengths = real_lengths(padding_mask, batch, length, device).clamp(min=1)[:, None, None]
     linked_ranks = (ranks[..., None] + offsets) % lengths  # [B, N, K]
     positions = real_positions(padding_mask, batch, length, device)
-    return torch.gather(positions, 1, linked_ranks.view(batch, -1)).view(batch, length, num_links)
+    return torch.gather(positions, 1, linked_ranks.view(batch, length * num_links)).view(batch, length, num_links)
 
 
 def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
@@ -239,9 +233,10 @@ class PSFAttention(EfficientAttention):
         batch, length, width = values.shape
         order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
         values, weights = take_tokens(values, order), take_tokens(weights, order)
-        rows = circular_rows(padding_mask, max(offsets))
+        window = max(offsets)
+        rows = circular_rows(padding_mask, window)
         for m in reversed(range(self.num_factors)):
-            extended = values.reshape(-1, width).index_select(0, rows).view(batch, -1, width)
+            extended = values.reshape(-1, width).index_select(0, rows).view(batch, length + window, width)
             values = self.add_residual(ChordWindowMix.apply(extended, weights[m], offsets), values)
         return take_tokens(values, token_ranks(padding_mask, batch, length, values.device))
 

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require
+from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, setting
 from .masking import masked_softmax, zero_pads
 
 
@@ -58,17 +58,11 @@ class SingularformerSettings(AttentionSettings):
     ``gamma_orthogonal`` / ``gamma_diagonal``: weights of Eqs. 15 and 16 in Eq. 17 (Table 2: 0.01).
     ``pool_before_projection``: pool X rather than Q, K, V (the authors' code)."""
 
-    rank: int | None = None
-    residual_attention: bool = True
-    gamma_orthogonal: float = 0.01
-    gamma_diagonal: float = 0.01
-    pool_before_projection: bool = True
-
-    def check(self, hidden_size, num_heads, max_length):
-        require(self.rank is None or (isinstance(self.rank, int) and self.rank >= 1), "rank", self.rank,
-                "a positive integer, or None for the head width")
-        require(self.gamma_orthogonal >= 0, "gamma_orthogonal", self.gamma_orthogonal, ">= 0")
-        require(self.gamma_diagonal >= 0, "gamma_diagonal", self.gamma_diagonal, ">= 0")
+    rank: int | None = setting(None, int, minimum=1, none_means="the head width")
+    residual_attention: bool = setting(True, bool)
+    gamma_orthogonal: float = setting(0.01, float, minimum=0)
+    gamma_diagonal: float = setting(0.01, float, minimum=0)
+    pool_before_projection: bool = setting(True, bool)
 
 
 def off_diagonal_energy(gram: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ from .attention_base import (
     get_attention_class,
     list_attentions,
     register_attention,
+    setting,
 )
 # Registration order is the order of ``list_attentions()``: the four papers, then the baselines.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
@@ -23,7 +24,7 @@ from .attention_vanilla import EagerAttention, SdpaAttention  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
-    "describe_attention", "get_attention_class", "list_attentions", "register_attention",
+    "describe_attention", "get_attention_class", "list_attentions", "register_attention", "setting",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
 ]

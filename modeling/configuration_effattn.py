@@ -7,8 +7,12 @@ Both add two fields, saved in ``config.json``:
 * ``attention_config``: a dict of that mechanism's settings. Missing keys take the paper defaults; the
   stored dict is always complete, so a saved model does not depend on later changes of defaults.
 
-Both are validated when the config is built: an unknown type lists the known ones, a setting that does not
-fit the model's shape (width, heads, maximum length) names the setting and what is allowed.
+Both are validated when the config is built, from keyword arguments or from a ``config.json``: an unknown type
+lists the known ones, each mechanism setting is checked against its declared type and range
+(``attention_base``), and one that does not fit the model's shape (width, heads, maximum length) names the
+setting and what is allowed. So are the config values the models rely on (``CONFIG_SPECS``, plus each family's
+own): sizes are positive integers, the heads divide the width, dropout probabilities lie in [0, 1], flags are
+real bools, and the maximum length below leaves room for at least one token.
 
 The mechanisms' maximum length (``attention_max_length``) is the longest input the embeddings can
 position: for RoBERTa ``max_position_embeddings - pad_token_id - 1`` (positions start at
@@ -20,26 +24,41 @@ from __future__ import annotations
 
 from transformers import RobertaConfig, ViTConfig
 
+from .attention_base import check_heads
 from .attentions import build_settings
+from .settings import Spec, checked
+
+# The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
+CONFIG_SPECS = {
+    "num_hidden_layers": Spec(int, minimum=0),
+    "intermediate_size": Spec(int, minimum=1),
+    "hidden_dropout_prob": Spec(float, minimum=0, maximum=1),
+    "attention_probs_dropout_prob": Spec(float, minimum=0, maximum=1),
+    "layer_norm_eps": Spec(float, above=0),
+    "initializer_range": Spec(float, minimum=0),
+}
 
 
 class EffAttnConfigMixin:
-    """Validation and normalisation of ``attention_type`` / ``attention_config``, shared by both configs."""
+    """Validation and normalisation of the config values and of ``attention_type`` / ``attention_config``,
+    shared by both configs; ``family_specs`` are the values a family adds to ``CONFIG_SPECS``."""
+
+    family_specs: dict[str, Spec] = {}
 
     @property
     def attention_max_length(self) -> int:
         """The longest input (in tokens) that the model can embed."""
         raise NotImplementedError
 
+    def check_family(self) -> None:
+        """Raise for values of the family's own that do not fit together (after their types are checked)."""
+
     def setup_attention(self) -> None:
-        """Check the model shape and the mechanism settings; store the complete settings dict."""
-        if self.hidden_size % self.num_attention_heads:
-            divisors = [h for h in range(1, self.hidden_size + 1) if self.hidden_size % h == 0]
-            closest = sorted(sorted(divisors, key=lambda h: abs(h - self.num_attention_heads))[:3])
-            raise ValueError(
-                f"hidden_size={self.hidden_size} is not divisible by num_attention_heads={self.num_attention_heads}: "
-                f"choose a head count that divides the width (the closest: one of {closest})."
-            )
+        """Check the config values, the model shape and the mechanism settings; store the complete settings."""
+        check_heads(self.hidden_size, self.num_attention_heads)
+        for name, spec in {**CONFIG_SPECS, **self.family_specs}.items():
+            checked(name, getattr(self, name), spec, where="config value")
+        self.check_family()
         settings = build_settings(self.attention_type, self.attention_config)
         settings.check(self.hidden_size, self.num_attention_heads, self.attention_max_length)
         self.attention_config = settings.to_dict()
@@ -62,9 +81,29 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
     attention_config: dict | None = None
     roberta_positions: bool = True
 
+    family_specs = {
+        "vocab_size": Spec(int, minimum=1),
+        "max_position_embeddings": Spec(int, minimum=1),
+        "type_vocab_size": Spec(int, minimum=1),
+        "roberta_positions": Spec(bool),
+    }
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.setup_attention()
+
+    def check_family(self) -> None:
+        """With RoBERTa positions, ``pad_token_id`` must be a token id that leaves room for one position."""
+        if not self.roberta_positions:
+            return
+        checked("pad_token_id", self.pad_token_id, Spec(int, minimum=0), where="config value",
+                fix=", since RoBERTa positions count from it (or set roberta_positions=False for BERT's 0 .. N-1)")
+        if self.attention_max_length < 1:
+            raise ValueError(
+                f"max_position_embeddings={self.max_position_embeddings} leaves no position for a token: RoBERTa "
+                f"numbers tokens from pad_token_id + 1 = {self.pad_token_id + 1}, so it must be at least "
+                f"{self.pad_token_id + 2} (or set roberta_positions=False for BERT's 0 .. N-1)."
+            )
 
     @property
     def attention_max_length(self) -> int:
@@ -86,9 +125,27 @@ class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
     attention_type: str = "sdpa"
     attention_config: dict | None = None
 
+    family_specs = {
+        "num_channels": Spec(int, minimum=1),
+        "encoder_stride": Spec(int, minimum=1),
+        "qkv_bias": Spec(bool),
+    }
+
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
         self.setup_attention()
+
+    def check_family(self) -> None:
+        """``image_size`` and ``patch_size`` (each an integer or a (height, width) pair) give at least one patch."""
+        size = Spec(int, minimum=1)
+        for name in ("image_size", "patch_size"):
+            for value in pair(getattr(self, name)):
+                checked(name, value, size, where="config value")
+        if any(patch > image for image, patch in zip(pair(self.image_size), pair(self.patch_size))):
+            raise ValueError(
+                f"patch_size={self.patch_size} is larger than image_size={self.image_size}: the image would have "
+                "no patch; choose a patch size at most the image size."
+            )
 
     @property
     def attention_max_length(self) -> int:

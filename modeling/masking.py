@@ -1,4 +1,4 @@
-"""Padding helpers shared by the mechanisms.
+"""Padding helpers shared by the mechanisms, and the padding mask read from a model's ``attention_mask``.
 
 A padding mask is a boolean ``[B, N]`` tensor, True at real tokens. Real tokens need not be
 contiguous: every helper here works from each token's rank among the real tokens of its sequence,
@@ -8,6 +8,79 @@ so right padding, left padding and holes all give the same result at real positi
 from __future__ import annotations
 
 import torch
+
+# An additive mask entry at or below this hides its key (Transformers writes the dtype's minimum, older code -10000).
+ADDITIVE_MASKED = -1000.0
+PASS_2D = "pass the [B, N] padding mask instead (1 at real tokens, 0 at pads)"
+
+
+def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: int) -> torch.Tensor | None:
+    """The ``[B, N]`` bool padding mask from a model's ``attention_mask``, in any form that expresses padding:
+
+    * ``[B, N]``, nonzero at real tokens (what tokenizers give);
+    * ``[B, 1, 1, N]`` or ``[B, 1, N, N]``, the padding mask broadcast over the queries as Transformers prepares it
+      (``get_extended_attention_mask``, ``create_bidirectional_mask``): bool (True = real), integer 0/1, or float,
+      either 0/1 or additive (0 at real tokens, a large negative value at pads: at most -1000, e.g. the dtype's
+      minimum or -inf). In the ``[B, 1, N, N]`` form the rows of pad queries may also be all hidden.
+
+    Any other shape raises ``ValueError``, and so does a 4-D mask that is not a broadcast padding mask (a causal or
+    per-query mask, an attention bias): the mechanisms can only hide the same keys from every query. The values of
+    a 4-D mask are checked in eager mode; while compiling or exporting they are not (a check would break the graph).
+    """
+    if attention_mask is None:
+        return None
+    shape = tuple(attention_mask.shape)
+    if shape == (batch, length):
+        return attention_mask.bool()
+    if len(shape) == 4 and shape[:2] == (batch, 1) and shape[2] in (1, length) and shape[3] == length:
+        return padding_mask_from_4d(attention_mask)
+    raise ValueError(
+        f"attention_mask of shape {list(shape)} does not fit an input of {batch} sequences of {length} tokens: "
+        f"pass [B, N] = [{batch}, {length}] (1 at real tokens, 0 at pads), or its broadcast as Transformers "
+        f"prepares it, [{batch}, 1, 1, {length}] or [{batch}, 1, {length}, {length}]."
+    )
+
+
+def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
+    """``[B, N]`` real tokens of a ``[B, 1, Q, N]`` mask (Q = 1 or N; see :func:`padding_mask_from`): the keys that
+    some query sees. A float mask is read as 0/1 when all its values are 0 or 1 and one is 1, else as additive,
+    without a branch on the values (a tensor-wide ``where``), so the conversion compiles and exports."""
+    rows = attention_mask[:, 0]  # [B, Q, N]
+    if rows.dtype == torch.bool:
+        seen = rows
+    elif not rows.is_floating_point():
+        seen = rows != 0
+    else:
+        seen = torch.where(is_zero_one(rows), rows == 1, rows == 0)
+    padding_mask = seen.any(1)
+    if not (torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()):
+        check_padding_broadcast(rows, seen, padding_mask)
+    return padding_mask
+
+
+def is_zero_one(values: torch.Tensor) -> torch.Tensor:
+    """A 0-d bool tensor: all ``values`` are 0 or 1, and one is 1 (an all-zero float mask is additive: no pads)."""
+    return ((values == 0) | (values == 1)).all() & (values == 1).any()
+
+
+def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask: torch.Tensor) -> None:
+    """Raise unless the 4-D mask's ``rows [B, Q, N]`` hold valid values and ``seen [B, Q, N]`` (the keys each query
+    sees) is ``padding_mask [B, N]`` for every query, or nothing for a pad query."""
+    if rows.is_floating_point() and not (is_zero_one(rows) | ((rows == 0) | (rows <= ADDITIVE_MASKED)).all()):
+        raise ValueError(
+            "A float 4-D attention_mask must be 0/1 (1 at real tokens) or additive (0 at real tokens, at most "
+            f"{ADDITIVE_MASKED:g} at pads, e.g. the dtype's minimum); this one holds other values, an attention "
+            f"bias that the efficient mechanisms cannot apply: {PASS_2D}."
+        )
+    if rows.dtype != torch.bool and not rows.is_floating_point() and not ((rows == 0) | (rows == 1)).all():
+        raise ValueError(f"An integer 4-D attention_mask must hold 0 (pad) and 1 (real token): {PASS_2D}.")
+    sees_padding_mask = (seen == padding_mask[:, None, :]).all(-1)  # [B, Q]
+    pad_query_sees_nothing = ~seen.any(-1) & ~padding_mask[:, : seen.shape[1]]
+    if not (sees_padding_mask | pad_query_sees_nothing).all():
+        raise ValueError(
+            "This 4-D attention_mask hides different keys from different queries (a causal or custom mask); the "
+            f"efficient mechanisms can only hide the same pads from every query: {PASS_2D}."
+        )
 
 
 def masked_fill_min(logits: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:

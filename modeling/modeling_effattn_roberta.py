@@ -23,6 +23,7 @@ from transformers.utils.generic import can_return_tuple
 
 from .configuration_effattn import EffAttnRobertaConfig
 from .encoder import EffAttnEncoder, EffAttnRobertaLayer
+from .masking import padding_mask_from
 from .outputs import (
     EffAttnMaskedLMOutput,
     EffAttnModelOutput,
@@ -157,15 +158,17 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> EffAttnModelOutput:
-        r"""``input_ids [B, N]`` (or ``inputs_embeds [B, N, C]``), ``attention_mask [B, N]`` (1 = real token)
-        -> ``last_hidden_state [B, N, C]``, ``pooler_output [B, C]``."""
+        r"""``input_ids [B, N]`` (or ``inputs_embeds [B, N, C]``), ``attention_mask [B, N]`` (1 = real token; or its
+        4-D broadcast ``[B, 1, 1, N]`` / ``[B, 1, N, N]``, see :func:`~masking.padding_mask_from`)
+        -> ``last_hidden_state [B, N, C]``, ``pooler_output [B, C]``. An empty batch (B = 0) gives empty outputs."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
-        self.check_length((input_ids if input_ids is not None else inputs_embeds).shape[1])
+        batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
+        self.check_length(length)
         if input_ids is not None:
             self.warn_if_padding_and_no_attention_mask(input_ids, attention_mask)
+        padding_mask = padding_mask_from(attention_mask, batch, length)
         embeddings = self.embeddings(input_ids, token_type_ids, position_ids, inputs_embeds)
-        padding_mask = None if attention_mask is None else attention_mask.bool()
         encoded = self.encoder(embeddings, padding_mask, output_attentions, output_hidden_states)
         return model_output(encoded, encoded.last_hidden_state, self.pooler)
 

@@ -85,6 +85,20 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
     def get_input_embeddings(self):
         return self.embeddings.patch_embeddings
 
+    def check_length(self, tokens: int, image_shape) -> None:
+        """Raise a clear error when an image (larger than ``image_size``, with ``interpolate_pos_encoding``) gives
+        more tokens than a mechanism with a maximum length was built for."""
+        attention = self.encoder.layer[0].attention.self if len(self.encoder.layer) else None
+        if attention is None or not attention.needs_max_length or tokens <= attention.max_length:
+            return
+        height, width = image_shape
+        raise ValueError(
+            f"An image of {height}x{width} pixels gives {tokens - 1} patches + [CLS] = {tokens} tokens, more than "
+            f"the {attention.max_length} that this model's {self.config.attention_type!r} attention was built for "
+            f"(image_size={self.config.image_size}, patch_size={self.config.patch_size}): resize the images to "
+            f"image_size, or build the model with a larger image_size{attention.length_limit_fix}."
+        )
+
     @can_return_tuple
     def forward(
         self,
@@ -100,6 +114,7 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
         embeddings = self.embeddings(
             pixel_values, bool_masked_pos=bool_masked_pos, interpolate_pos_encoding=interpolate_pos_encoding
         )
+        self.check_length(embeddings.shape[1], pixel_values.shape[-2:])
         encoded = self.encoder(
             embeddings, output_attentions=output_attentions, output_hidden_states=output_hidden_states
         )

@@ -26,10 +26,20 @@ def test_bert_positions_allow_max_position_embeddings_tokens():
 
 
 def test_image_with_more_patches_than_the_mechanism_was_built_for():
+    """The fix named is ViT's (the image size), not max_position_embeddings, which ViT does not have; Kerformer's
+    token mode adds its length-free se_mode."""
     model = hf_effattn.EffAttnViTModel(vision_config("psf"))
     larger = torch.randn(1, 3, 12, 12)  # 9 patches + [CLS] > 5 tokens
-    with pytest.raises(ValueError, match="exceeds the maximum length 5"):
+    expected = (r"An image of 12x12 pixels gives 9 patches \+ \[CLS\] = 10 tokens, more than the 5 that this model's "
+                r"'psf' attention was built for \(image_size=8, patch_size=4\): resize the images to image_size, or "
+                r"build the model with a larger image_size\.$")
+    with pytest.raises(ValueError, match=expected) as error:
         model(larger, interpolate_pos_encoding=True)
+    assert "max_position_embeddings" not in str(error.value)
+    with pytest.raises(ValueError, match=r"larger image_size, or use se_mode=\"channel\", which has no length limit"):
+        hf_effattn.EffAttnViTModel(vision_config("kerformer"))(larger, interpolate_pos_encoding=True)
+    channel = vision_config("kerformer", attention_config={"se_mode": "channel"})
+    assert hf_effattn.EffAttnViTModel(channel)(larger, interpolate_pos_encoding=True)[0].shape[1] == 10
     assert hf_effattn.EffAttnViTModel(vision_config("dba"))(larger, interpolate_pos_encoding=True)[0].shape[1] == 10
     with pytest.raises(ValueError, match="doesn't match model"):
         model(pixel_values()[:, :, :4, :4])

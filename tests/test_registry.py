@@ -20,7 +20,7 @@ def tiny_mechanism():
 
     @dataclasses.dataclass(frozen=True)
     class TinySettings(hf_effattn.AttentionSettings):
-        scale: float = 2.0
+        scale: float = hf_effattn.setting(2.0, float)
 
     @hf_effattn.register_attention("tiny_test")
     class TinyAttention(hf_effattn.EfficientAttention):
@@ -71,7 +71,7 @@ def test_unknown_setting_names_it_and_lists_valid_ones():
     [
         ("dba", {"compressed_dim": 25}, 16, 4, ["compressed_dim=25", "multiple of num_attention_heads=4"]),
         ("dba", {"compressed_length": 0}, 16, 2, ["compressed_length=0", "positive integer"]),
-        ("kerformer", {"se_mode": "bogus"}, 16, 2, ["se_mode='bogus'", "token, channel, none"]),
+        ("kerformer", {"se_mode": "bogus"}, 16, 2, ["se_mode='bogus'", "'token', 'channel', 'none'"]),
         ("kerformer", {"se_reduction": 9}, 16, 2, ["se_reduction=9", "[1, head width = 8]"]),
         ("kerformer", {"eps": 0.0}, 16, 2, ["eps=0.0", "> 0"]),
         ("singularformer", {"rank": -1}, 16, 2, ["rank=-1", "positive integer"]),

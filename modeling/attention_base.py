@@ -177,7 +177,6 @@ class EfficientAttention(nn.Module):
                 f"max_length{self.length_limit_fix}."
             )
 
-
     def reset_parameters(self, std: float = 0.02) -> None:
         """Initialise the mechanism's own raw parameters with ``transformers.initialization`` functions (which
         skip loaded ones); ``nn.Linear`` sub-modules, the projections included, are initialised by the model."""

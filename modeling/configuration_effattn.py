@@ -22,6 +22,8 @@ for ViT the number of patches plus the [CLS] token.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from transformers import RobertaConfig, ViTConfig
 
 from .attention_base import check_heads
@@ -43,7 +45,7 @@ class EffAttnConfigMixin:
     """Validation and normalisation of the config values and of ``attention_type`` / ``attention_config``,
     shared by both configs; ``family_specs`` are the values a family adds to ``CONFIG_SPECS``."""
 
-    family_specs: dict[str, Spec] = {}
+    family_specs: ClassVar[dict[str, Spec]] = {}
 
     @property
     def attention_max_length(self) -> int:

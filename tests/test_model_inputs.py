@@ -100,3 +100,16 @@ def test_an_empty_batch_gives_empty_outputs(name):
         outputs.logits.sum().backward()
     vision = hf_effattn.EffAttnViTForImageClassification(vision_config(name, num_labels=3)).eval()
     assert vision(pixel_values()[:0]).logits.shape == (0, 3)
+
+
+def test_a_4d_mask_compiles_as_one_graph():
+    """Its values are read without a branch (checked in eager mode only), so ``fullgraph=True`` holds."""
+    torch.manual_seed(0)
+    model = hf_effattn.EffAttnRobertaModel(text_config("kerformer")).eval()
+    compiled = torch.compile(model, fullgraph=True, backend="aot_eager")
+    with torch.no_grad():
+        reference = model(**INPUTS).last_hidden_state
+        for form in ("additive min", "float 0/1"):
+            mask = PADDING_FORMS[form]
+            outputs = compiled(input_ids=INPUTS["input_ids"], attention_mask=mask)
+            assert torch.equal(outputs.last_hidden_state, reference)

@@ -113,7 +113,8 @@ def test_config_values_of_both_families(overrides, error, match):
 @pytest.mark.parametrize(
     "make, overrides, error, match",
     [
-        (text_config, {"roberta_positions": "false"}, TypeError, r"roberta_positions='false' \(str\): it must be a bool"),
+        (text_config, {"roberta_positions": "false"}, TypeError,
+         r"roberta_positions='false' \(str\): it must be a bool"),
         (text_config, {"roberta_positions": 0}, TypeError, r"roberta_positions=0 \(int\): it must be a bool"),
         (text_config, {"pad_token_id": None}, TypeError, r"pad_token_id=None \(NoneType\): .* roberta_positions=False"),
         (text_config, {"max_position_embeddings": 2}, ValueError,
@@ -144,7 +145,8 @@ def test_a_layer_built_directly_checks_its_heads():
     "edit, error, match",
     [
         ({"attention_config": {"residual_attention": "false"}}, TypeError, r"residual_attention='false' \(str\)"),
-        ({"attention_config": {"gamma_diagonal": -1}}, ValueError, r"gamma_diagonal=-1: it must be a finite number >= 0"),
+        ({"attention_config": {"gamma_diagonal": -1}}, ValueError,
+         r"gamma_diagonal=-1: it must be a finite number >= 0"),
         ({"num_attention_heads": 0}, ValueError, r"num_attention_heads=0: it must be a positive integer"),
         ({"roberta_positions": "false"}, TypeError, r"roberta_positions='false' \(str\)"),
         ({"attention_type": None}, TypeError, r"attention_type=None: it must be a string"),

@@ -74,9 +74,10 @@ def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask
         )
     if rows.dtype != torch.bool and not rows.is_floating_point() and not ((rows == 0) | (rows == 1)).all():
         raise ValueError(f"An integer 4-D attention_mask must hold 0 (pad) and 1 (real token): {PASS_2D}.")
-    sees_padding_mask = (seen == padding_mask[:, None, :]).all(-1)  # [B, Q]
-    pad_query_sees_nothing = ~seen.any(-1) & ~padding_mask[:, : seen.shape[1]]
-    if not (sees_padding_mask | pad_query_sees_nothing).all():
+    rows_fit = (seen == padding_mask[:, None, :]).all(-1)  # [B, Q]
+    if seen.shape[1] > 1:  # [B, 1, N, N]: the row of a pad query may also hide every key
+        rows_fit |= ~seen.any(-1) & ~padding_mask
+    if not rows_fit.all():
         raise ValueError(
             "This 4-D attention_mask hides different keys from different queries (a causal or custom mask); the "
             f"efficient mechanisms can only hide the same pads from every query: {PASS_2D}."

@@ -21,6 +21,8 @@ Choices (see MECHANISMS.md):
 * ``N_max`` is the model's maximum length (``config.attention_max_length``: for RoBERTa the positions past
   its pad offset, ``max_position_embeddings - pad_token_id - 1``; for ViT the patches plus [CLS]); longer
   inputs are an error. ``projected_length`` may exceed N_max (it still works, it just compresses nothing).
+* E and F act on the projected keys and values, as Eq. 7 writes them; the authors' code projects the layer
+  input along the sequence before the key and value projections, which differs only in the bias term.
 * E and F start as the authors' code initialises them: Xavier-uniform with gain 1/sqrt(2) (the paper does
   not say).
 

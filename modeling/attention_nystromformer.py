@@ -50,7 +50,8 @@ given the same weights (its ``conv`` has the same name and shape), when Transfor
 Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place): on the entries of
 the softmax over the tokens, kernel B.
 
-Defaults: ``num_landmarks`` 64 and ``pinv_iterations`` 6 (the paper's settings), ``conv_kernel_size`` 33.
+Defaults: ``num_landmarks`` 64 and ``pinv_iterations`` 6 (the paper's settings), ``conv_kernel_size`` 33 (ours;
+Transformers' config defaults to 65).
 
 Cost: O(N m d + m^3 + N k d) time, O(N m) memory per head.
 """
@@ -133,7 +134,7 @@ class NystromformerAttention(EfficientAttention):
                                   bias=False, groups=num_heads)
 
     def kernels(self, query, key, padding_mask):
-        """F ``[B, h, N, m]``, A_S ``[B, h, m, m]`` (rows and columns of empty landmarks zero) and B ``[B, h, m, N]``."""
+        """F ``[B, h, N, m]``, A_S ``[B, h, m, m]`` (zero rows and columns at empty landmarks), B ``[B, h, m, N]``."""
         batch, _, length, _ = query.shape
         weights, real = landmark_weights(padding_mask, batch, length, self.settings.num_landmarks, query.device,
                                          query.dtype)

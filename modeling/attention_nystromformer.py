@@ -38,8 +38,9 @@ Choices (see MECHANISMS.md):
   data-dependent branch).
 * ``Z_0`` is the paper's, per matrix; Transformers' default ("original") divides by the largest column
   sum over the whole batch and all heads, which would make one sequence's output depend on the others.
-* The pseudo-inverse iteration runs in float32 (float64 stays float64) even under autocast: its
-  cubic polynomial loses too much in bfloat16.
+* The pseudo-inverse iteration runs in float32 (float64 stays float64) even under autocast, a
+  precaution at the cost of m x m products: each step chains four products and rounding compounds over
+  the steps (on the tests' random inputs bfloat16 adds little error, but A_S may be ill-conditioned).
 * The convolution runs over the values in rank order (pads removed, zeros beyond the real length), so
   left padding and holes see the same zero boundary as an unpadded sequence.
 

@@ -83,7 +83,7 @@ def test_nystromformer_with_every_token_a_landmark_approaches_softmax_attention(
 
 
 def test_nystromformer_bfloat16_with_fewer_landmarks_than_tokens_stays_close():
-    """The regime m < L (here L up to 10, m = 3) under bfloat16 autocast, the pseudo-inverse in float32."""
+    """The regime m < L (here L up to 10, m = 3) under bfloat16 autocast stays close to float32."""
     attn = build("nystromformer", {"num_landmarks": 3, "conv_kernel_size": 3}, dtype=torch.float32)
     x, mask = mixed_batch(dtype=torch.float32)
     expected = attn(x, mask).context[mask]

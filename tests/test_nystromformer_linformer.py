@@ -14,7 +14,7 @@ import hf_effattn
 from hf_effattn.modeling.attention_nystromformer import iterative_pinv, landmark_weights
 from mechanism_helpers import build, mixed_batch, random_batch
 from models_helpers import text_config, vision_config
-from references import vanilla_reference
+from references import reference, vanilla_reference
 
 
 def transformers_attention(heads: int, landmarks: int, length: int, conv_kernel_size: int | None, exact: bool):
@@ -90,6 +90,19 @@ def test_nystromformer_bfloat16_with_fewer_landmarks_than_tokens_stays_close():
     with torch.autocast("cpu", dtype=torch.bfloat16):
         actual = attn(x, mask).context[mask]
     assert ((actual.float() - expected).norm() / expected.norm()).item() <= 2e-2
+
+
+@pytest.mark.parametrize("name, settings", [
+    ("nystromformer", {"num_landmarks": 3, "conv_kernel_size": 3}), ("linformer", {"projected_length": 5}),
+])
+def test_pads_inside_a_sequence_are_skipped_by_rank(name, settings):
+    """Real tokens need not be contiguous: landmarks, the convolution and E's columns follow the real tokens' ranks."""
+    attn = build(name, settings)
+    x = torch.randn(2, 10, 16, dtype=torch.float64, generator=torch.Generator().manual_seed(0))
+    mask = torch.tensor([[1, 0, 1, 1, 0, 0, 1, 1, 1, 0], [0, 1, 1, 1, 1, 1, 1, 1, 0, 0]], dtype=torch.bool)
+    out = attn(x, mask).context
+    for b, ref in enumerate(reference(attn, x, mask)):
+        torch.testing.assert_close(out[b][mask[b]], ref.context, atol=1e-10, rtol=0)
 
 
 def test_linformer_projections_are_sized_by_the_models_maximum_length():

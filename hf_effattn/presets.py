@@ -101,6 +101,8 @@ ROBERTA = dict(type_vocab_size=1, layer_norm_eps=1e-5, bos_token_id=0, eos_token
 # LRA inputs are symbols (ListOps tokens, bytes, grey levels) plus a few specials; [CLS] first, hence +1.
 LRA = dict(vocab_size=260, pad_token_id=0, bos_token_id=1, eos_token_id=2, type_vocab_size=1)
 DBA_TABLE_7 = "DBA Table 7 (the standard LRA settings, also used by the PSF-Attn paper's LRA tasks)"
+# Linformer's k = 256 exceeds the 65 tokens of a 32x32 image in 4x4 patches (nothing to compress): 16, n/k about 4.
+SMALL_VIT_OVERRIDES = {"linformer": {"projected_length": 16}}
 
 for architecture in (
     Architecture("roberta-base", "text", "RoBERTa-base (FacebookAI/roberta-base)",
@@ -127,11 +129,13 @@ for architecture in (
                  text_config(1, 128, 4, 128, 1025, **LRA)),
     Architecture("vit-base-patch16-224", "vision",
                  "ViT-B/16 at 224x224 (google/vit-base-patch16-224), Kerformer's image setting",
-                 vision_config(12, 768, 12, 3072, 224, 16)),
+                 vision_config(12, 768, 12, 3072, 224, 16),
+                 # Linformer's k = 256 exceeds the 197 tokens (nothing to compress): 64, n/k about 3.
+                 attention_overrides={"linformer": {"projected_length": 64}}),
     Architecture("vit-small-patch4-32", "vision", "ViT-S (DeiT-S sizes) on 32x32 images in 4x4 patches (CIFAR)",
-                 vision_config(12, 384, 6, 1536, 32, 4)),
+                 vision_config(12, 384, 6, 1536, 32, 4), attention_overrides=SMALL_VIT_OVERRIDES),
     Architecture("vit-tiny-patch4-32", "vision", "ViT-Ti (DeiT-Ti sizes) on 32x32 images in 4x4 patches (CIFAR)",
-                 vision_config(12, 192, 3, 768, 32, 4)),
+                 vision_config(12, 192, 3, 768, 32, 4), attention_overrides=SMALL_VIT_OVERRIDES),
 ):
     register_architecture(architecture)
 

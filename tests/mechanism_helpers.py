@@ -7,7 +7,7 @@ import torch
 import hf_effattn
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
-MECHANISMS = EFFICIENT + ["eager", "sdpa"]
+MECHANISMS = EFFICIENT + ["eager", "sdpa", "nystromformer", "linformer"]
 HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
 
 

@@ -152,6 +152,49 @@ def psf_reference(attn, x: torch.Tensor, state=None, factor_masks: torch.Tensor 
     return Reference(attention @ linear(x, attn.value), attention[None])
 
 
+def nystromformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """Nyströmformer (Xiong et al., AAAI 2021, Sec. 3). Landmarks: the means of m contiguous segments of the
+    L tokens (token t in segment ``floor(t m / L)``; empty segments, when L < m, give none);
+    ``F = softmax(Q K~^T / sqrt(d))``, ``A_S = softmax(Q~ K~^T / sqrt(d))``, ``B = softmax(Q~ K^T / sqrt(d))``;
+    Lemma 1: ``Z_{j+1} = 1/4 Z_j (13 I - A_S Z_j (15 I - A_S Z_j (7 I - A_S Z_j)))`` from
+    ``Z_0 = A_S^T / (||A_S||_1 ||A_S||_inf)``; the convolution skip as the banded matrix
+    ``T_ij = w[j - i + k // 2]`` of each head's kernel w; ``A = F Z B + T``."""
+    query, key, value = projections(attn, x)
+    length, settings = x.shape[0], attn.settings
+    segments = [[t for t in range(length) if t * settings.num_landmarks // length == s]
+                for s in range(settings.num_landmarks)]
+    segments = [members for members in segments if members]
+    query_landmarks = torch.stack([query[:, members].mean(1) for members in segments], 1)  # [h, m', d]
+    key_landmarks = torch.stack([key[:, members].mean(1) for members in segments], 1)
+    scale = math.sqrt(query.shape[-1])
+    kernel_1 = torch.softmax(query @ key_landmarks.transpose(-1, -2) / scale, dim=-1)
+    kernel_2 = torch.softmax(query_landmarks @ key_landmarks.transpose(-1, -2) / scale, dim=-1)
+    kernel_3 = torch.softmax(query_landmarks @ key.transpose(-1, -2) / scale, dim=-1)
+    norms = torch.linalg.matrix_norm(kernel_2, ord=1) * torch.linalg.matrix_norm(kernel_2, ord=math.inf)
+    z, identity = kernel_2.transpose(-1, -2) / norms[:, None, None], torch.eye(len(segments), dtype=x.dtype)
+    for _ in range(settings.pinv_iterations):
+        product = kernel_2 @ z
+        z = 0.25 * z @ (13 * identity - product @ (15 * identity - product @ (7 * identity - product)))
+    attention = kernel_1 @ z @ kernel_3
+    if settings.conv_kernel_size is not None:
+        taps, half = attn.conv.weight[:, 0, :, 0], settings.conv_kernel_size // 2  # [h, k]
+        for i in range(length):
+            for j in range(max(0, i - half), min(length, i + half + 1)):
+                attention[:, i, j] += taps[:, j - i + half]
+    return attend(attention, value)
+
+
+def linformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """Linformer (Wang et al. 2020, Sec. 4, Eq. 7), the L tokens using the first L columns of E and F
+    (F = E with ``share_kv``): ``P = softmax(Q (E K)^T / sqrt(d))``, ``context = P (F V)``, so ``A = P F``."""
+    query, key, value = projections(attn, x)
+    length = x.shape[0]
+    e = attn.key_projection[:, :length]
+    f = (attn.key_projection if attn.settings.share_kv else attn.value_projection)[:, :length]
+    probs = torch.softmax(query @ (e @ key).transpose(-1, -2) / math.sqrt(query.shape[-1]), dim=-1)
+    return attend(probs @ f, value)
+
+
 REFERENCES = {
     "singularformer": singularformer_reference,
     "kerformer": kerformer_reference,
@@ -159,6 +202,8 @@ REFERENCES = {
     "psf": psf_reference,
     "eager": vanilla_reference,
     "sdpa": vanilla_reference,
+    "nystromformer": nystromformer_reference,
+    "linformer": linformer_reference,
 }
 
 

@@ -24,6 +24,12 @@ CASES = {
     "psf-residual": ("psf", {"residual": True, "num_factors": 3, "num_links": 3, "factor_hidden_size": 7}),
     "eager": ("eager", {}),
     "sdpa": ("sdpa", {}),
+    "nystromformer": ("nystromformer", {}),  # m = 64 > L: every token its own landmark
+    "nystromformer-4-landmarks": ("nystromformer", {"num_landmarks": 4, "conv_kernel_size": 3}),
+    "nystromformer-5-landmarks-no-conv": ("nystromformer", {"num_landmarks": 5, "conv_kernel_size": None,
+                                                            "pinv_iterations": 2}),
+    "linformer": ("linformer", {}),
+    "linformer-separate-kv": ("linformer", {"projected_length": 3, "share_kv": False}),
 }
 STATEFUL = [case for case, (name, _) in CASES.items() if build(name).carries_state]
 

@@ -11,7 +11,9 @@ from torch.utils._pytree import tree_leaves
 import hf_effattn
 
 LENGTH, HIDDEN, HEADS = 512, 16, 2
-MAX_GROWTH = {"singularformer": 2.2, "kerformer": 2.2, "dba": 2.2, "psf": 2.5}  # PSF: O(N log N)
+MAX_GROWTH = {
+    "singularformer": 2.2, "kerformer": 2.2, "dba": 2.2, "psf": 2.5, "nystromformer": 2.2, "linformer": 2.2,
+}  # PSF: O(N log N)
 
 
 class LargestTensor(TorchDispatchMode):

@@ -39,6 +39,9 @@ def test_papers_settings():
     assert vit.attention_max_length == 197 and vit.attention_config["se_mode"] == "token"
     assert create_config("roberta-large/dba").attention_config["compressed_dim"] == 32  # 24 does not split in 16 heads
     assert create_config("roberta-base/sdpa").attention_max_length == 512
+    assert create_config("roberta-base/linformer").attention_config["projected_length"] == 256  # Linformer's n = 512
+    assert create_config("vit-base-patch16-224/linformer").attention_config["projected_length"] == 64  # < 197 tokens
+    assert create_config("vit-tiny-patch4-32/linformer").attention_config["projected_length"] == 16  # < 65 tokens
 
 
 @pytest.mark.parametrize("name, kwargs, expected", [

@@ -79,6 +79,8 @@ def test_vit_checkpoint_with_sdpa_matches_transformers(tmp_path, source_name, ou
     ("singularformer", "attention.self.pooling.weight", None),
     ("dba", "attention.self.hidden_compression", None),
     ("psf", "attention.self.factor_in_weight", "attention.self.query.weight"),
+    ("nystromformer", "attention.self.conv.weight", None),
+    ("linformer", "attention.self.key_projection", None),
 ])
 def test_mechanism_reuses_shared_weights_and_logs_the_rest(tmp_path, caplog, attention_type, new, dropped):
     reference = save_source(transformers.RobertaForSequenceClassification, "roberta", tmp_path)

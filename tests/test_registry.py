@@ -78,6 +78,10 @@ def test_unknown_setting_names_it_and_lists_valid_ones():
         ("singularformer", {"gamma_diagonal": -0.1}, 16, 2, ["gamma_diagonal=-0.1", ">= 0"]),
         ("psf", {"num_factors": 0}, 16, 2, ["num_factors=0", "positive integer"]),
         ("psf", {"num_links": 6}, 16, 2, ["num_links=6", "at most 5 for max_length=16"]),
+        ("nystromformer", {"num_landmarks": 0}, 16, 2, ["num_landmarks=0", "positive integer"]),
+        ("nystromformer", {"pinv_iterations": 0}, 16, 2, ["pinv_iterations=0", "positive integer"]),
+        ("nystromformer", {"conv_kernel_size": 4}, 16, 2, ["conv_kernel_size=4", "odd positive integer", "None"]),
+        ("linformer", {"projected_length": 0}, 16, 2, ["projected_length=0", "positive integer"]),
         ("eager", {}, 10, 3, ["hidden_size=10", "num_attention_heads=3"]),
         ("singularformer", {}, 16, 3, ["hidden_size=16", "num_attention_heads=3"]),
     ],
@@ -88,7 +92,7 @@ def test_invalid_values_name_the_setting_and_range(name, settings, hidden, heads
     assert all(fragment in str(error.value) for fragment in fragments), str(error.value)
 
 
-@pytest.mark.parametrize("name", ["psf", "kerformer"])
+@pytest.mark.parametrize("name", ["psf", "kerformer", "linformer"])
 def test_fixed_length_mechanisms_require_max_length(name):
     with pytest.raises(ValueError, match="needs the model's maximum length"):
         hf_effattn.build_attention(name, 16, 2)
@@ -113,6 +117,8 @@ def test_capability_flags():
         "psf": {"supports_padding_mask", "needs_max_length"},
         "eager": {"supports_padding_mask", "uses_query_key"},
         "sdpa": {"supports_padding_mask", "uses_query_key"},
+        "nystromformer": {"supports_padding_mask", "uses_query_key"},
+        "linformer": {"supports_padding_mask", "needs_max_length", "uses_query_key"},
     }
 
 
@@ -121,3 +127,7 @@ def test_describe_attention_paper_defaults():
     singular = hf_effattn.describe_attention("singularformer")["defaults"]
     assert singular["gamma_orthogonal"] == singular["gamma_diagonal"] == 0.01 and singular["rank"] is None
     assert hf_effattn.describe_attention("kerformer")["defaults"]["se_mode"] == "token"
+    assert hf_effattn.describe_attention("nystromformer")["defaults"] == {
+        "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
+    }
+    assert hf_effattn.describe_attention("linformer")["defaults"] == {"projected_length": 256, "share_kv": True}

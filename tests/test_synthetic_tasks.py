@@ -130,7 +130,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-@pytest.mark.parametrize("attention", ["psf", "kerformer", "sdpa"])
+@pytest.mark.parametrize("attention", ["psf", "kerformer", "sdpa", "nystromformer", "linformer"])
 def test_tiny_adding_run_lowers_the_loss_and_writes_metrics(attention, tmp_path):
     metrics_file = tmp_path / "metrics.json"
     args = parse(["adding", "--length", "16", "--attention", attention, "--steps", "60", "--batch_size", "16",

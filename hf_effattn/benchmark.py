@@ -4,10 +4,14 @@ For every mechanism and length it measures, on batches of random inputs ``[B, N,
 
 * ``part = attention``: the mechanism alone (its projections and token mixing, before the output projection);
 * ``part = layer``: one full post-LN encoder layer (``EffAttnRobertaLayer``) built around it;
+* ``part = encoder``: a whole ``EffAttnRobertaModel`` of ``--num_layers`` layers (embeddings, no pooler) on token
+  ids ``[B, N]`` and an all-ones attention mask; with ``--peers``, Transformers' own encoders beside it
+  (:mod:`hf_effattn.benchmark_peers`: RoBERTa with sdpa and eager, Nystromformer, BigBird, Longformer);
 
 each in two modes: ``fwd`` (eval mode, no autograd) and ``fwd_bwd`` (train mode, forward and backward of the
 output's mean plus the mechanism's auxiliary loss). Times are the median of ``--repeats`` calls after
-``--warmup`` calls. Peak memory is the most memory held at once during one call, above what was held before
+``--warmup`` calls; the mechanisms of a part and length take turns, one call each per round (round-robin), so
+that a busy stretch of a shared machine slows them alike. Peak memory is the most memory held at once during one call, above what was held before
 it: on CUDA ``torch.cuda.max_memory_allocated`` after a reset; on CPU the running sum of the allocations and
 frees that PyTorch's CPU allocator reports to ``torch.profiler`` (``profile_memory=True``).
 

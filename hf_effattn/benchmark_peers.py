@@ -2,7 +2,8 @@
 
 Each peer is a Transformers model class built, like our encoder at that length, with the benchmark's hidden
 size, layers (``--num_layers``), heads and feed-forward width, RoBERTa's vocabulary (50,265 tokens), dropout
-off and just enough position embeddings for N tokens; its mechanism's own settings are its library's defaults:
+off and position embeddings for as many tokens as ours (``--max_length``, else N); its mechanism's own settings
+are its library's defaults:
 
 * ``roberta-sdpa``, ``roberta-eager``: ``RobertaModel`` with ``attn_implementation="sdpa"`` / ``"eager"``;
 * ``nystromformer``: ``NystromformerModel``, 64 landmarks, a depthwise convolution of kernel 65 on the values,
@@ -58,15 +59,17 @@ class Peer:
         return PEER_PREFIX + self.key
 
 
-def shared_config(args, max_position_embeddings: int) -> dict:
-    """The settings every peer shares with our encoder: width, depth, heads, feed-forward, vocabulary, no dropout."""
+def shared_config(args, length: int, extra_positions: int = 0, multiple: int = 1) -> dict:
+    """The settings every peer shares with our encoder: width, depth, heads, feed-forward, vocabulary, no dropout,
+    and positions for as many tokens as ours (``--max_length`` or N), plus the class's offset
+    (``extra_positions``), rounded up to its padding ``multiple``."""
     return dict(
         vocab_size=VOCAB_SIZE,
         hidden_size=args.hidden_size,
         num_hidden_layers=args.num_layers,
         num_attention_heads=args.num_heads,
         intermediate_size=args.intermediate_size or 4 * args.hidden_size,
-        max_position_embeddings=max_position_embeddings,
+        max_position_embeddings=padded(args.max_length or length, multiple) + extra_positions,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,
     )
@@ -87,7 +90,8 @@ def roberta(attn_implementation: str) -> Callable[..., nn.Module]:
         from transformers import RobertaConfig, RobertaModel
 
         # RoBERTa numbers positions from pad_token_id + 1 = 2.
-        config = RobertaConfig(**shared_config(args, length + 2), attn_implementation=attn_implementation)
+        config = RobertaConfig(**shared_config(args, length, extra_positions=2),
+                               attn_implementation=attn_implementation)
         return RobertaModel(config, add_pooling_layer=False)
 
     return build
@@ -117,7 +121,7 @@ def nystromformer_runs_otherwise(model: nn.Module, length: int) -> str:
 def build_bigbird(args, length: int) -> nn.Module:
     from transformers import BigBirdConfig, BigBirdModel
 
-    config = BigBirdConfig(**shared_config(args, padded(length, BIGBIRD_BLOCK_SIZE)), attention_type="block_sparse",
+    config = BigBirdConfig(**shared_config(args, length, multiple=BIGBIRD_BLOCK_SIZE), attention_type="block_sparse",
                            block_size=BIGBIRD_BLOCK_SIZE, num_random_blocks=BIGBIRD_RANDOM_BLOCKS)
     return BigBirdModel(config, add_pooling_layer=False)
 
@@ -136,7 +140,7 @@ def build_longformer(args, length: int) -> nn.Module:
     from transformers import LongformerConfig, LongformerModel
 
     # Positions from pad_token_id + 1 = 2, as RoBERTa; the padding tokens take the padding position.
-    config = LongformerConfig(**shared_config(args, length + 2), attention_window=LONGFORMER_WINDOW)
+    config = LongformerConfig(**shared_config(args, length, extra_positions=2), attention_window=LONGFORMER_WINDOW)
     return LongformerModel(config, add_pooling_layer=False)
 
 

@@ -11,9 +11,10 @@ For every mechanism and length it measures, on batches of random inputs ``[B, N,
 each in two modes: ``fwd`` (eval mode, no autograd) and ``fwd_bwd`` (train mode, forward and backward of the
 output's mean plus the mechanism's auxiliary loss). Times are the median of ``--repeats`` calls after
 ``--warmup`` calls; the mechanisms of a part and length take turns, one call each per round (round-robin), so
-that a busy stretch of a shared machine slows them alike. Peak memory is the most memory held at once during one call, above what was held before
-it: on CUDA ``torch.cuda.max_memory_allocated`` after a reset; on CPU the running sum of the allocations and
-frees that PyTorch's CPU allocator reports to ``torch.profiler`` (``profile_memory=True``).
+that a busy stretch of a shared machine slows them alike. Peak memory is the most memory held at once during one
+call, above what was held before it: on CUDA ``torch.cuda.max_memory_allocated`` after a reset; on CPU the
+running sum of the allocations and frees that PyTorch's CPU allocator reports to ``torch.profiler``
+(``profile_memory=True``).
 
 The ``floor`` is the same layer without token mixing (``context = V``, only the value projection): what every
 mechanism must pay anyway. It is local to this module and not registered.
@@ -53,7 +54,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from .benchmark_peers import PEERS, VOCAB_SIZE, describe_peers, peer_of, selected_peers
+from .benchmark_peers import CANNOT_RUN, PEERS, VOCAB_SIZE, Peer, describe_peers, peer_of, selected_peers
 from .modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention, list_attentions
 
 FLOOR = "floor"
@@ -241,7 +242,7 @@ class Subject:
     module: nn.Module
     call: Callable[[], object]
     leaf: torch.Tensor | None = None
-    peer: object = None
+    peer: Peer | None = None
 
 
 def build_subject(mechanism: str, part: str, length: int, args) -> Subject:
@@ -476,7 +477,7 @@ def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, 
             rows[mechanism].note = subject.peer.runs_otherwise(subject.module, length) if subject.peer else ""
         subjects.clear()
         for mechanism, row in rows.items():
-            if row.fwd_bwd_ms is None and mechanism not in stop_notes and not row.note.startswith("cannot run"):
+            if row.fwd_bwd_ms is None and mechanism not in stop_notes and not row.note.startswith(CANNOT_RUN):
                 stop_notes[mechanism] = f"skipped: longer than N={length}, which was not measured ({row.note})"
             printer(format_row(row), flush=True)
             measured[mechanism].append(row)
@@ -609,7 +610,7 @@ def number_cell(row: Row | None, column: str, digits: int = 1) -> str:
     """The row's value, marked when the row has a note; "cannot run" or "skipped" when it has none."""
     value = None if row is None else getattr(row, column)
     if value is None:
-        return "cannot run" if row is not None and row.note.startswith("cannot run") else "skipped"
+        return CANNOT_RUN if row is not None and row.note.startswith(CANNOT_RUN) else "skipped"
     return f"{value:,.{digits}f}" + (MARK if row.note else "")
 
 

@@ -30,6 +30,7 @@ from typing import Callable
 from torch import nn
 
 PEER_PREFIX = "peer:"
+CANNOT_RUN = "cannot run"  # how the note of a peer that cannot run at a length starts
 VOCAB_SIZE = 50265  # RoBERTa's, as our encoder's config defaults to
 NUM_LANDMARKS = 64
 BIGBIRD_BLOCK_SIZE = 64
@@ -42,7 +43,8 @@ class Peer:
     """A Transformers encoder class and how the benchmark builds it.
 
     ``settings``: its mechanism's settings, as the results' header names them. ``build(args, length)`` builds the
-    model (``nn.Module``) for inputs ``[B, N]``. ``cannot_run(length)``: why it cannot run at N ("" if it can).
+    model (``nn.Module``) for inputs ``[B, N]``. ``cannot_run(length)``: why it cannot run at N, starting with
+    :data:`CANNOT_RUN` ("" if it can).
     ``runs_otherwise(model, length)``: after the model has run, what it ran instead of its sparse mechanism at N,
     e.g. full attention or padded inputs ("" if nothing)."""
 
@@ -107,7 +109,7 @@ def build_nystromformer(args, length: int) -> nn.Module:
 
 def nystromformer_cannot_run(length: int) -> str:
     if length % NUM_LANDMARKS:
-        return (f"cannot run: NystromformerModel averages N={length} tokens into num_landmarks={NUM_LANDMARKS} "
+        return (f"{CANNOT_RUN}: NystromformerModel averages N={length} tokens into num_landmarks={NUM_LANDMARKS} "
                 "segments, so N must be a multiple of it")
     return ""
 

@@ -4,12 +4,17 @@ For every mechanism and length it measures, on batches of random inputs ``[B, N,
 
 * ``part = attention``: the mechanism alone (its projections and token mixing, before the output projection);
 * ``part = layer``: one full post-LN encoder layer (``EffAttnRobertaLayer``) built around it;
+* ``part = encoder``: a whole ``EffAttnRobertaModel`` of ``--num_layers`` layers (embeddings, no pooler) on token
+  ids ``[B, N]`` and an all-ones attention mask; with ``--peers``, Transformers' own encoders beside it
+  (:mod:`hf_effattn.benchmark_peers`: RoBERTa with sdpa and eager, Nystromformer, BigBird, Longformer);
 
 each in two modes: ``fwd`` (eval mode, no autograd) and ``fwd_bwd`` (train mode, forward and backward of the
 output's mean plus the mechanism's auxiliary loss). Times are the median of ``--repeats`` calls after
-``--warmup`` calls. Peak memory is the most memory held at once during one call, above what was held before
-it: on CUDA ``torch.cuda.max_memory_allocated`` after a reset; on CPU the running sum of the allocations and
-frees that PyTorch's CPU allocator reports to ``torch.profiler`` (``profile_memory=True``).
+``--warmup`` calls; the mechanisms of a part and length take turns, one call each per round (round-robin), so
+that a busy stretch of a shared machine slows them alike. Peak memory is the most memory held at once during one
+call, above what was held before it: on CUDA ``torch.cuda.max_memory_allocated`` after a reset; on CPU the
+running sum of the allocations and frees that PyTorch's CPU allocator reports to ``torch.profiler``
+(``profile_memory=True``).
 
 The ``floor`` is the same layer without token mixing (``context = V``, only the value projection): what every
 mechanism must pay anyway. It is local to this module and not registered.
@@ -49,11 +54,12 @@ from typing import Callable
 import torch
 from torch import nn
 
+from .benchmark_peers import CANNOT_RUN, PEERS, VOCAB_SIZE, Peer, describe_peers, peer_of, selected_peers
 from .modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention, list_attentions
 
 FLOOR = "floor"
 BASELINE = "sdpa"
-PARTS = ("attention", "layer")
+PARTS = ("attention", "layer", "encoder")
 MODES = ("fwd", "fwd_bwd")
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CPU_MEMORY_METHOD = "torch.profiler CPU allocator events (peak of live bytes above the start)"
@@ -102,7 +108,9 @@ class BenchmarkSettings:
     """What :func:`run_benchmark` measures; the command line's options have the same names and defaults.
 
     ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``lengths``: the
-    N to run. ``parts``: ``"attention"`` and/or ``"layer"``. ``intermediate_size`` None: 4 x hidden.
+    N to run. ``parts``: among ``"attention"``, ``"layer"``, ``"encoder"``. ``intermediate_size`` None: 4 x hidden.
+    ``num_layers``: layers of the whole encoder (part ``encoder``). ``peers``: Transformers' encoders timed beside
+    ours in part ``encoder`` (True: all of :data:`~hf_effattn.benchmark_peers.PEERS`, or a list of their keys).
     ``max_length`` None: each model built for the length it runs. ``repeats``: timed calls (median reported)
     after ``warmup`` untimed ones. ``time_limit`` (s) and ``memory_limit_gb`` (None: half the free memory): skip
     a length predicted to exceed them. ``fit_points``: longest lengths of the growth exponent. ``threads``: torch
@@ -115,6 +123,8 @@ class BenchmarkSettings:
     hidden_size: int = 768
     num_heads: int = 12
     intermediate_size: int | None = None
+    num_layers: int = 2
+    peers: bool | list[str] = False
     max_length: int | None = None
     device: str = field(default_factory=default_device)
     dtype: str = "float32"
@@ -134,6 +144,11 @@ class BenchmarkSettings:
         if not set(self.parts) <= set(PARTS) or self.dtype not in DTYPES:
             raise ValueError(f"parts={self.parts} dtype={self.dtype!r}: parts must be among {PARTS}, dtype one of "
                              f"{', '.join(DTYPES)}.")
+        unknown_peers = sorted(set(self.peers) - set(PEERS)) if isinstance(self.peers, list) else []
+        if unknown_peers:
+            raise ValueError(f"Unknown peer(s) {', '.join(unknown_peers)}: choose from {', '.join(PEERS)}.")
+        if self.peers and "encoder" not in self.parts:
+            raise ValueError(f"parts={self.parts}: the peers are whole encoders, add 'encoder' to the parts.")
         if self.max_length and self.max_length < max(self.lengths):
             raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
                              "raise it or leave it None.")
@@ -153,6 +168,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     for name in ("batch_size", "hidden_size", "num_heads", "warmup", "fit_points", "seed"):
         parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
     parser.add_argument("--intermediate_size", type=int, default=None, help="feed-forward width (default 4 x hidden)")
+    parser.add_argument("--num_layers", type=int, default=defaults.num_layers, help="layers of the whole encoder")
+    parser.add_argument("--peers", nargs="*", choices=list(PEERS), default=False, metavar="PEER",
+                        help="also time Transformers' encoders as whole encoders (part encoder): all without "
+                             f"names, or some of {', '.join(PEERS)}")
     parser.add_argument("--max_length", type=int, default=None,
                         help="build every model for this maximum length (default: each for the length it runs)")
     parser.add_argument("--device", default=defaults.device)
@@ -169,15 +188,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # --- building what is measured -------------------------------------------------------------------------------
 
 
-def layer_config(mechanism: str, args, length: int):
-    """An ``EffAttnRobertaConfig`` of one layer running ``mechanism`` (the floor starts from ``sdpa``), dropout off."""
+def layer_config(mechanism: str, args, length: int, num_layers: int = 1):
+    """An ``EffAttnRobertaConfig`` of ``num_layers`` layers running ``mechanism`` (the floor starts from ``sdpa``),
+    dropout off."""
     from .modeling.configuration_effattn import EffAttnRobertaConfig
 
     return EffAttnRobertaConfig(
         hidden_size=args.hidden_size,
         num_attention_heads=args.num_heads,
         intermediate_size=args.intermediate_size or 4 * args.hidden_size,
-        num_hidden_layers=1,
+        num_hidden_layers=num_layers,
         attention_type=BASELINE if mechanism == FLOOR else mechanism,
         max_position_embeddings=args.max_length or length,
         roberta_positions=False,
@@ -186,42 +206,96 @@ def layer_config(mechanism: str, args, length: int):
     )
 
 
+def floor_attention(args) -> FloorAttention:
+    return FloorAttention(args.hidden_size, args.num_heads, AttentionSettings())
+
+
 def build_module(mechanism: str, part: str, args, length: int) -> nn.Module:
-    """The measured module: an ``EffAttnRobertaLayer`` or its mechanism, on ``args.device`` in ``args.dtype``."""
+    """The measured module on ``args.device`` in ``args.dtype``: a mechanism, an ``EffAttnRobertaLayer``, or a whole
+    ``EffAttnRobertaModel`` of ``args.num_layers`` layers (part ``encoder``, no pooler); a peer's model for
+    ``peer:<key>``."""
     from .modeling.encoder import EffAttnRobertaLayer
+    from .modeling.modeling_effattn_roberta import EffAttnRobertaModel
 
     torch.manual_seed(args.seed)
-    layer = EffAttnRobertaLayer(layer_config(mechanism, args, length), layer_idx=0)
-    if mechanism == FLOOR:
-        layer.attention.self = FloorAttention(args.hidden_size, args.num_heads, AttentionSettings())
-    module = layer if part == "layer" else layer.attention.self
+    peer = peer_of(mechanism)
+    if peer:
+        module = peer.build(args, length)
+    elif part == "encoder":
+        module = EffAttnRobertaModel(layer_config(mechanism, args, length, args.num_layers), add_pooling_layer=False)
+        if mechanism == FLOOR:
+            for layer in module.encoder.layer:
+                layer.attention.self = floor_attention(args)
+    else:
+        layer = EffAttnRobertaLayer(layer_config(mechanism, args, length), layer_idx=0)
+        if mechanism == FLOOR:
+            layer.attention.self = floor_attention(args)
+        module = layer if part == "layer" else layer.attention.self
     return module.to(device=args.device, dtype=DTYPES[args.dtype])
 
 
+@dataclass
+class Subject:
+    """What is timed at one length: ``module``, the call that runs it on fixed inputs, the input tensor whose
+    gradient a backward fills (None for token ids), and the peer whose model it is (None for ours)."""
+
+    module: nn.Module
+    call: Callable[[], object]
+    leaf: torch.Tensor | None = None
+    peer: Peer | None = None
+
+
+def build_subject(mechanism: str, part: str, length: int, args) -> Subject:
+    """The module of ``mechanism`` and ``part`` on random inputs: hidden states ``[B, N, C]`` for a mechanism or a
+    layer; for an encoder, token ids ``[B, N]`` (none of the special ids 0-2) and an all-ones attention mask, as a
+    tokenizer returns for unpadded text (the same for every encoder, ours and the peers')."""
+    peer = peer_of(mechanism)
+    if peer and peer.cannot_run(length):
+        raise Infeasible(peer.cannot_run(length))
+    module = build_module(mechanism, part, args, length)
+    generator = torch.Generator().manual_seed(args.seed)
+    if part == "encoder":
+        input_ids = torch.randint(3, module.config.vocab_size, (args.batch_size, length), generator=generator)
+        input_ids = input_ids.to(args.device)
+        attention_mask = torch.ones_like(input_ids)
+        return Subject(module, lambda: module(input_ids=input_ids, attention_mask=attention_mask), peer=peer)
+    inputs = torch.randn(args.batch_size, length, args.hidden_size, generator=generator)
+    inputs = inputs.to(device=args.device, dtype=DTYPES[args.dtype]).requires_grad_(True)  # as inside a stack
+    return Subject(module, lambda: module(inputs, None, None, False), leaf=inputs)
+
+
 def output_loss(output) -> torch.Tensor:
-    """Mean of the module's output (``AttentionOutput.context`` or the layer's hidden states) plus its aux loss."""
-    tensor = output.context if isinstance(output, AttentionOutput) else output.hidden_states
+    """Mean of the output (``AttentionOutput.context``, a layer's ``hidden_states`` or a model's
+    ``last_hidden_state``) plus its auxiliary loss, if any."""
+    if isinstance(output, AttentionOutput):
+        tensor = output.context
+    elif getattr(output, "last_hidden_state", None) is not None:  # a model's output
+        tensor = output.last_hidden_state
+    else:  # a layer's LayerOutput
+        tensor = output.hidden_states
     loss = tensor.float().mean()
-    return loss if output.aux_loss is None else loss + output.aux_loss
+    aux_loss = getattr(output, "aux_loss", None)
+    return loss if aux_loss is None else loss + aux_loss
 
 
-def make_step(module: nn.Module, inputs: torch.Tensor, mode: str) -> Callable[[], None]:
-    """One call of ``module`` on ``inputs [B, N, C]``: forward only, or forward and backward."""
+def make_step(subject: Subject, mode: str) -> Callable[[], None]:
+    """One call of the subject's module: forward only (eval mode, no autograd), or forward and backward."""
+    module = subject.module
     if mode == "fwd":
         module.eval()
 
         def step():
             with torch.no_grad():
-                module(inputs, None, None, False)
+                subject.call()
 
         return step
     module.train()
-    inputs = inputs.detach().requires_grad_(True)  # as for a layer inside a stack
 
     def step():
-        output_loss(module(inputs, None, None, False)).backward()
+        output_loss(subject.call()).backward()
         module.zero_grad(set_to_none=True)  # free the gradients inside the call, so that every call starts equal
-        inputs.grad = None
+        if subject.leaf is not None:
+            subject.leaf.grad = None
 
     return step
 
@@ -234,18 +308,12 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def median_seconds(step: Callable[[], None], warmup: int, repeats: int, device: torch.device) -> float:
-    """Median wall time of ``repeats`` calls of ``step`` after ``warmup`` untimed ones."""
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        step()
-        synchronize(device)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
+def timed_seconds(step: Callable[[], None], device: torch.device) -> float:
+    synchronize(device)
+    start = time.perf_counter()
+    step()
+    synchronize(device)
+    return time.perf_counter() - start
 
 
 def cpu_peak_bytes(step: Callable[[], None]) -> int:
@@ -304,24 +372,44 @@ def is_out_of_memory(error: Exception) -> bool:
     return isinstance(error, torch.OutOfMemoryError) or "out of memory" in message or "can't allocate" in message
 
 
-def measure(mechanism: str, part: str, length: int, args) -> dict[str, float]:
-    """Times (ms) and peaks (MiB) of both modes; raises :class:`Infeasible` when out of memory or failing."""
+def infeasible(error: Exception) -> Infeasible:
+    return Infeasible("out of memory" if is_out_of_memory(error) else f"failed: {str(error).splitlines()[0][:120]}")
+
+
+def measure_round_robin(subjects: dict[str, Subject], args) -> dict[str, dict[str, float] | Infeasible]:
+    """Times (ms, median of ``args.repeats`` after ``args.warmup``) and peaks (MiB) of both modes of every subject.
+
+    The calls take turns, one call of each subject per round, so that a slower or busier stretch of the machine
+    falls on all of them alike and their ratios hold. A subject that fails (out of memory, an error) leaves the
+    turns and is answered with :class:`Infeasible`."""
     device = torch.device(args.device)
-    try:
-        module = build_module(mechanism, part, args, length)
-        inputs = torch.randn(args.batch_size, length, args.hidden_size, device=device, dtype=DTYPES[args.dtype])
-        result = {}
-        for mode in MODES:
-            step = make_step(module, inputs, mode)
-            result[f"{mode}_ms"] = 1e3 * median_seconds(step, args.warmup, args.repeats, device)
-            result[f"{mode}_peak_mib"] = peak_bytes(step, device) / MIB
-        return result
-    except (RuntimeError, ValueError) as error:
-        reason = "out of memory" if is_out_of_memory(error) else f"failed: {str(error).splitlines()[0][:120]}"
-        raise Infeasible(reason) from error
-    finally:
-        if device.type == "cuda":
-            torch.cuda.empty_cache()
+    results: dict[str, dict[str, float] | Infeasible] = {name: {} for name in subjects}
+    for mode in MODES:
+        steps = {name: make_step(subject, mode) for name, subject in subjects.items()
+                 if not isinstance(results[name], Infeasible)}
+        times: dict[str, list[float]] = {name: [] for name in steps}
+        for turn in range(args.warmup + args.repeats):
+            for name, step in steps.items():
+                if isinstance(results[name], Infeasible):
+                    continue
+                try:
+                    seconds = timed_seconds(step, device)
+                except (RuntimeError, ValueError) as error:
+                    results[name] = infeasible(error)
+                    continue
+                if turn >= args.warmup:
+                    times[name].append(seconds)
+        for name, step in steps.items():
+            if isinstance(results[name], Infeasible):
+                continue
+            try:
+                results[name].update({f"{mode}_ms": 1e3 * statistics.median(times[name]),
+                                      f"{mode}_peak_mib": peak_bytes(step, device) / MIB})
+            except (RuntimeError, ValueError) as error:
+                results[name] = infeasible(error)
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return results
 
 
 def extrapolate(points: list[tuple[int, float]], length: int) -> float:
@@ -358,33 +446,50 @@ def default_memory_limit_mib(device: torch.device) -> float:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 / MIB
 
 
-def bench_series(mechanism: str, part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:
-    """Rows of one mechanism and part over ``args.lengths`` (ascending); after the first infeasible length the
-    longer ones are skipped too."""
-    rows: list[Row] = []
-    stop_note = None
+def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:
+    """Rows of ``mechanisms`` in one part over ``args.lengths`` (ascending), all mechanisms of a length timed
+    round-robin (:func:`measure_round_robin`); after a mechanism's first infeasible length its longer ones are
+    skipped too. A peer's row that ran something else than its mechanism (full attention, padding) has times and a
+    note that says so. Returned mechanism by mechanism, each by length."""
+    measured: dict[str, list[Row]] = {mechanism: [] for mechanism in mechanisms}
+    stop_notes: dict[str, str] = {}
     for length in sorted(args.lengths):
-        row = Row(mechanism, part, length, args.batch_size, args.hidden_size, args.num_heads, args.device, args.dtype)
-        try:
-            if stop_note:
-                raise Infeasible(stop_note)
-            check_feasible(rows, length, args, memory_limit_mib)
-            for key, value in measure(mechanism, part, length, args).items():
-                setattr(row, key, round(value, 3))
-        except Infeasible as reason:
-            row.note = str(reason)
-            stop_note = stop_note or f"skipped: longer than N={length}, which was not measured ({reason})"
-        printer(format_row(row), flush=True)
-        rows.append(row)
-    return rows
+        rows, subjects = {}, {}
+        for mechanism in mechanisms:
+            rows[mechanism] = Row(mechanism, part, length, args.batch_size, args.hidden_size, args.num_heads,
+                                  args.device, args.dtype)
+            try:
+                if mechanism in stop_notes:
+                    raise Infeasible(stop_notes[mechanism])
+                check_feasible(measured[mechanism], length, args, memory_limit_mib)
+                subjects[mechanism] = build_subject(mechanism, part, length, args)
+            except Infeasible as reason:
+                rows[mechanism].note = str(reason)
+            except (RuntimeError, ValueError) as error:
+                rows[mechanism].note = str(infeasible(error))
+        for mechanism, result in measure_round_robin(subjects, args).items():
+            if isinstance(result, Infeasible):
+                rows[mechanism].note = str(result)
+                continue
+            for key, value in result.items():
+                setattr(rows[mechanism], key, round(value, 3))
+            subject = subjects[mechanism]
+            rows[mechanism].note = subject.peer.runs_otherwise(subject.module, length) if subject.peer else ""
+        subjects.clear()
+        for mechanism, row in rows.items():
+            if row.fwd_bwd_ms is None and mechanism not in stop_notes and not row.note.startswith(CANNOT_RUN):
+                stop_notes[mechanism] = f"skipped: longer than N={length}, which was not measured ({row.note})"
+            printer(format_row(row), flush=True)
+            measured[mechanism].append(row)
+    return [row for mechanism in mechanisms for row in measured[mechanism]]
 
 
 def format_row(row: Row) -> str:
     if row.fwd_bwd_ms is None:
-        return f"{row.part:9s} {row.mechanism:15s} N={row.length:6d}  {row.note}"
-    return (f"{row.part:9s} {row.mechanism:15s} N={row.length:6d}  fwd {row.fwd_ms:10.2f} ms  "
+        return f"{row.part:9s} {row.mechanism:20s} N={row.length:6d}  {row.note}"
+    return (f"{row.part:9s} {row.mechanism:20s} N={row.length:6d}  fwd {row.fwd_ms:10.2f} ms  "
             f"fwd+bwd {row.fwd_bwd_ms:10.2f} ms  peak fwd {row.fwd_peak_mib:9.1f} MiB  "
-            f"fwd+bwd {row.fwd_bwd_peak_mib:9.1f} MiB")
+            f"fwd+bwd {row.fwd_bwd_peak_mib:9.1f} MiB" + (f"  ({row.note})" if row.note else ""))
 
 
 # --- summaries ----------------------------------------------------------------------------------------------
@@ -422,33 +527,55 @@ def crossover_length(points: dict[int, float], baseline: dict[int, float], lengt
 
 @dataclass
 class Summary:
-    """Per mechanism and part: where it starts beating sdpa (fwd+bwd) and how its fwd+bwd time grows."""
+    """Per mechanism and part: where it starts beating sdpa (fwd+bwd), where it starts beating every peer (ours,
+    part ``encoder``, with peers measured; else None), and how its fwd+bwd time grows."""
 
     mechanism: str
     part: str
     beats_sdpa_from: int | None
     exponent: float | None
+    beats_peers_from: int | None = None
+    compares_to_peers: bool = False
 
     def describe(self) -> str:
-        beats = "-" if self.mechanism == BASELINE else (
-            f"N={self.beats_sdpa_from}" if self.beats_sdpa_from else "never in the measured range")
         growth = "-" if self.exponent is None else f"{self.exponent:.2f} (x{2 ** self.exponent:.2f} per doubling)"
-        return f"{self.part:9s} {self.mechanism:15s} beats sdpa from: {beats:28s} time exponent: {growth}"
+        beats = "-" if self.mechanism == BASELINE else from_length(self.beats_sdpa_from)
+        line = f"{self.part:9s} {self.mechanism:20s} beats sdpa from: {beats:28s} time exponent: {growth}"
+        if self.compares_to_peers:
+            line += f"  beats every peer from: {from_length(self.beats_peers_from)}"
+        return line
+
+
+def from_length(length: int | None) -> str:
+    return f"N={length}" if length else "never in the measured range"
+
+
+def fastest_peer(rows: list[Row], part: str) -> dict[int, float]:
+    """``{N: fwd+bwd time}`` of the fastest peer measured at each length (a peer that could not run is left out)."""
+    fastest: dict[int, float] = {}
+    for peer in (mechanism for mechanism in mechanisms_of(rows, part) if peer_of(mechanism)):
+        for length, value in series(rows, peer, part).items():
+            fastest[length] = min(value, fastest.get(length, value))
+    return fastest
 
 
 def summarise(rows: list[Row], args) -> list[Summary]:
     summaries = []
     for part in args.parts:
-        baseline = series(rows, BASELINE, part)
-        for mechanism in mechanisms_of(rows):
+        baseline, peers = series(rows, BASELINE, part), fastest_peer(rows, part)
+        for mechanism in mechanisms_of(rows, part):
             points = series(rows, mechanism, part)
-            summaries.append(Summary(mechanism, part, crossover_length(points, baseline, args.lengths),
-                                     growth_exponent(points, args.fit_points)))
+            compares = bool(peers) and not peer_of(mechanism) and mechanism not in (BASELINE, FLOOR)
+            summaries.append(Summary(
+                mechanism, part, crossover_length(points, baseline, args.lengths),
+                growth_exponent(points, args.fit_points),
+                crossover_length(points, peers, args.lengths) if compares else None, compares))
     return summaries
 
 
-def mechanisms_of(rows: list[Row]) -> list[str]:
-    return list(dict.fromkeys(row.mechanism for row in rows))
+def mechanisms_of(rows: list[Row], part: str | None = None) -> list[str]:
+    """The mechanisms (and peers) of ``rows``, of one ``part`` or all, in order of appearance."""
+    return list(dict.fromkeys(row.mechanism for row in rows if part in (None, row.part)))
 
 
 # --- outputs --------------------------------------------------------------------------------------------------
@@ -466,39 +593,64 @@ def markdown_table(header: list[str], body: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(cells) + " |" for cells in body])
 
 
+PART_TITLES = {"attention": "One attention layer", "layer": "One full encoder layer"}
+MARK = " *"
+MARK_CAPTION = (f"`{MARK.strip()}`: measured, but the peer did not run its own mechanism as such at that length "
+                "(full attention, padded inputs): see the notes.")
+
+
 def pivot(rows: list[Row], part: str, cell: Callable[[str, int], str]) -> str:
-    """A mechanisms x lengths markdown table whose cells are ``cell(mechanism, N)``."""
+    """A mechanisms x lengths markdown table of one part whose cells are ``cell(mechanism, N)``."""
     lengths = sorted({row.length for row in rows})
-    body = [[mechanism] + [cell(mechanism, n) for n in lengths] for mechanism in mechanisms_of(rows)]
+    body = [[mechanism] + [cell(mechanism, n) for n in lengths] for mechanism in mechanisms_of(rows, part)]
     return markdown_table(["mechanism"] + [f"N={n}" for n in lengths], body)
 
 
-def number_cell(values: dict[int, float], digits: int = 1) -> Callable[[int], str]:
-    return lambda n: f"{values[n]:,.{digits}f}" if n in values else "skipped"
+def number_cell(row: Row | None, column: str, digits: int = 1) -> str:
+    """The row's value, marked when the row has a note; "cannot run" or "skipped" when it has none."""
+    value = None if row is None else getattr(row, column)
+    if value is None:
+        return CANNOT_RUN if row is not None and row.note.startswith(CANNOT_RUN) else "skipped"
+    return f"{value:,.{digits}f}" + (MARK if row.note else "")
 
 
-def ratio_cell(numerator: dict[int, float], denominator: dict[int, float], fmt: str,
-               offset: float = 0.0) -> Callable[[int], str]:
-    """Cells ``fmt.format(numerator / denominator - offset)``, "-" where either is missing."""
-    return lambda n: fmt.format(numerator[n] / denominator[n] - offset) if n in numerator and n in denominator else "-"
+def ratio_cell(numerator: Row | None, denominator: Row | None, fmt: str, offset: float = 0.0) -> str:
+    """``fmt.format(numerator / denominator - offset)`` of the fwd+bwd times, marked when either row has a note;
+    "-" where either is missing."""
+    if numerator is None or denominator is None or None in (numerator.fwd_bwd_ms, denominator.fwd_bwd_ms):
+        return "-"
+    marked = numerator.note or denominator.note
+    return fmt.format(numerator.fwd_bwd_ms / denominator.fwd_bwd_ms - offset) + (MARK if marked else "")
 
 
 def part_tables(rows: list[Row], part: str) -> list[tuple[str, str]]:
-    """``(title, table)`` pairs for one part: times, peaks, speed-up over sdpa, and overhead over the floor."""
-    def of(column):
-        return lambda mechanism: series(rows, mechanism, part, column)
+    """``(title, table)`` pairs for one part: times, peaks, speed-up over sdpa (and, with the peers, over
+    Transformers' ``RobertaModel`` with sdpa), and overhead over the floor."""
+    index = {(row.mechanism, row.length): row for row in rows if row.part == part}
 
-    time_fb, time_f, peak_fb = of("fwd_bwd_ms"), of("fwd_ms"), of("fwd_bwd_peak_mib")
-    baseline, floor = time_fb(BASELINE), time_fb(FLOOR)
-    return [
-        ("forward+backward time (ms)", pivot(rows, part, lambda m, n: number_cell(time_fb(m))(n))),
-        ("forward time (ms)", pivot(rows, part, lambda m, n: number_cell(time_f(m))(n))),
-        ("forward+backward peak memory (MiB)", pivot(rows, part, lambda m, n: number_cell(peak_fb(m))(n))),
-        ("speed-up over sdpa, forward+backward (sdpa time / time)",
-         pivot(rows, part, lambda m, n: ratio_cell(baseline, time_fb(m), "{:.2f}x")(n))),
-        ("overhead over the floor, forward+backward (time / floor time - 1)",
-         pivot(rows, part, lambda m, n: ratio_cell(time_fb(m), floor, "{:+.0%}", offset=1.0)(n))),
+    def number(column):
+        return lambda mechanism, n: number_cell(index.get((mechanism, n)), column)
+
+    def speed_up(baseline):
+        return lambda mechanism, n: ratio_cell(index.get((baseline, n)), index.get((mechanism, n)), "{:.2f}x")
+
+    tables = [
+        ("forward+backward time (ms)", pivot(rows, part, number("fwd_bwd_ms"))),
+        ("forward time (ms)", pivot(rows, part, number("fwd_ms"))),
+        ("forward+backward peak memory (MiB)", pivot(rows, part, number("fwd_bwd_peak_mib"))),
+        ("speed-up over sdpa, forward+backward (sdpa time / time)", pivot(rows, part, speed_up(BASELINE))),
     ]
+    roberta = PEERS["roberta-sdpa"].label
+    if roberta in mechanisms_of(rows, part):
+        tables.append((f"speed-up over {roberta} (Transformers' RobertaModel, sdpa), forward+backward",
+                       pivot(rows, part, speed_up(roberta))))
+    overhead = lambda mechanism, n: ratio_cell(index.get((mechanism, n)), index.get((FLOOR, n)), "{:+.0%}", 1.0)
+    tables.append(("overhead over the floor, forward+backward (time / floor time - 1)", pivot(rows, part, overhead)))
+    return tables
+
+
+def part_title(part: str, args) -> str:
+    return PART_TITLES.get(part) or f"Whole encoder ({args.num_layers} layers and the embeddings, no pooler)"
 
 
 def write_markdown(rows: list[Row], summaries: list[Summary], args, path: Path) -> None:
@@ -507,25 +659,38 @@ def write_markdown(rows: list[Row], summaries: list[Summary], args, path: Path) 
         "# hf-effattn bench",
         "",
         f"Machine: {machine_description(device)}. Batch {args.batch_size}, hidden {args.hidden_size}, "
-        f"{args.num_heads} heads, dtype {args.dtype}, median of {args.repeats} after {args.warmup} warm-up. "
-        f"Peak memory: {memory_method(device)}. {load_average()} at the end.",
+        f"{args.num_heads} heads, dtype {args.dtype}, median of {args.repeats} after {args.warmup} warm-up, the "
+        f"mechanisms of a part and length timed in turns (round-robin). Peak memory: {memory_method(device)}. "
+        f"{load_average()} at the end.",
     ]
+    if "encoder" in args.parts:
+        lines += ["", f"Whole encoders: {args.num_layers} layers, vocabulary {VOCAB_SIZE:,}, random token ids and an "
+                      "all-ones attention mask (no padding), the same for every encoder."]
+    peers = selected_peers(args.peers)
+    if peers:
+        lines += ["", f"Peers (part encoder, same width, depth, heads, feed-forward and inputs): "
+                      f"{describe_peers(peers)}."]
     for part in args.parts:
-        lines += ["", f"## {'One attention layer' if part == 'attention' else 'One full encoder layer'}"]
+        lines += ["", f"## {part_title(part, args)}"]
         for title, table in part_tables(rows, part):
             lines += ["", f"{title}:", "", table]
+        if any(row.note and row.fwd_bwd_ms is not None for row in rows if row.part == part):
+            lines += ["", MARK_CAPTION]
     body = [[s.mechanism, s.part, "-" if s.mechanism == BASELINE else str(s.beats_sdpa_from or "never"),
+             str(s.beats_peers_from or "never") if s.compares_to_peers else "-",
              "-" if s.exponent is None else f"{s.exponent:.2f}"] for s in summaries]
     lines += ["", f"## Summary (fwd+bwd; exponent fitted over the {args.fit_points} longest lengths)", "",
-              markdown_table(["mechanism", "part", "beats sdpa from N", "time exponent"], body)]
+              markdown_table(["mechanism", "part", "beats sdpa from N", "beats every peer from N", "time exponent"],
+                             body)]
     notes = [f"- {row.part} {row.mechanism} N={row.length}: {row.note}" for row in rows if row.note]
     if notes:
-        lines += ["", "## Skipped", ""] + notes
+        lines += ["", "## Notes (skipped lengths; peers that could not run, or ran otherwise)", ""] + notes
     path.write_text("\n".join(lines) + "\n")
 
 
 def write_plot(rows: list[Row], args, path: Path) -> None:
-    """Time (fwd+bwd solid, fwd dashed) and fwd+bwd peak memory against N, log-log, one colour per mechanism."""
+    """Time (fwd+bwd solid, fwd dashed) and fwd+bwd peak memory against N, log-log, one colour per mechanism;
+    circles for ours, squares for the peers."""
     import matplotlib
     import matplotlib.ticker
 
@@ -533,16 +698,17 @@ def write_plot(rows: list[Row], args, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(len(args.parts), 2, figsize=(12, 4.5 * len(args.parts)), squeeze=False)
-    colours = dict(zip(mechanisms_of(rows), plt.rcParams["axes.prop_cycle"].by_key()["color"] * 3))
+    colours = dict(zip(mechanisms_of(rows), plt.get_cmap("tab20").colors * 2))
     lengths = sorted({row.length for row in rows})
     for (time_axis, memory_axis), part in zip(axes, args.parts):
-        for mechanism, colour in colours.items():
+        for mechanism, colour in colours.items():  # a mechanism absent from this part has no points
             for column, axis, style in (("fwd_bwd_ms", time_axis, "-"), ("fwd_ms", time_axis, "--"),
                                         ("fwd_bwd_peak_mib", memory_axis, "-")):
                 points = series(rows, mechanism, part, column)
                 if points:
                     label = mechanism if style == "-" else None
-                    axis.plot(list(points), list(points.values()), style, marker="o", color=colour, label=label)
+                    axis.plot(list(points), list(points.values()), style, marker="s" if peer_of(mechanism) else "o",
+                              color=colour, label=label)
         time_axis.set(title=f"{part}: time (solid fwd+bwd, dashed fwd)", ylabel="ms")
         memory_axis.set(title=f"{part}: fwd+bwd peak memory", ylabel="MiB")
         for axis in (time_axis, memory_axis):
@@ -580,14 +746,16 @@ def cpu_model() -> str:
 # --- entry point -------------------------------------------------------------------------------------------
 
 
-def selected_mechanisms(settings: BenchmarkSettings) -> list[str]:
-    """The requested mechanisms (default all registered), with ``sdpa`` and the floor added for comparison."""
-    return list(dict.fromkeys((settings.attentions or list_attentions()) + [BASELINE, FLOOR]))
+def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
+    """The requested mechanisms (default all registered), with ``sdpa`` and the floor added for comparison, and in
+    part ``encoder`` the requested peers (``peer:<key>``)."""
+    peers = [peer.label for peer in selected_peers(settings.peers)] if part == "encoder" else []
+    return list(dict.fromkeys((settings.attentions or list_attentions()) + [BASELINE, FLOOR] + peers))
 
 
 def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
-    """Measure every selected mechanism, part and length; returns the rows (``Row``: times in ms, peaks in MiB,
-    None with a ``note`` where a length was skipped) in the order the command prints them (``verbose``).
+    """Measure every selected mechanism (and peer), part and length; returns the rows (``Row``: times in ms, peaks
+    in MiB, None with a ``note`` where a length was skipped), part by part, each mechanism by mechanism.
 
     ``settings`` are the fields of :class:`BenchmarkSettings` (an unknown name is a ``TypeError``), e.g.
     ``run_benchmark(attentions=["psf"], lengths=[512, 1024], parts=["attention"], threads=1)``."""
@@ -600,8 +768,8 @@ def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
     printer = print if verbose else (lambda *args, **kwargs: None)
     printer(f"Machine: {machine_description(device)}, {load_average()}\nPeak memory: {memory_method(device)}",
             flush=True)
-    return [row for mechanism in selected_mechanisms(settings) for part in settings.parts
-            for row in bench_series(mechanism, part, settings, memory_limit_mib, printer)]
+    return [row for part in settings.parts
+            for row in bench_part(selected_mechanisms(settings, part), part, settings, memory_limit_mib, printer)]
 
 
 def write_results(rows: list[Row], output_dir: str | Path, verbose: bool = True, **settings) -> list[Summary]:
@@ -624,6 +792,8 @@ def write_results(rows: list[Row], output_dir: str | Path, verbose: bool = True,
 def run(args: argparse.Namespace) -> int:
     """``hf-effattn bench``: :func:`run_benchmark` and :func:`write_results` with the command line's settings."""
     settings = {name: getattr(args, name) for name in (f.name for f in fields(BenchmarkSettings))}
+    if settings["peers"] == []:  # --peers without names: all of them
+        settings["peers"] = True
     try:
         rows = run_benchmark(**settings)
     except ValueError as error:

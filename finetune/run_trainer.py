@@ -21,7 +21,8 @@ import dataclasses
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
-from hf_effattn.finetuning.arguments import add_model_arguments
+from hf_effattn.command_line import run_script
+from hf_effattn.finetuning.arguments import add_model_arguments, check_against_model
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import push_folder
@@ -93,6 +94,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     with training_args.main_process_first(desc="dataset preparation"):
         data = prepare_text_data(options, tokenizer)
     model = load_text_classifier(options, data.labels)
+    check_against_model(options, model.config)
     transfer = attention_transfer(options, model, data, training_args.per_device_train_batch_size,
                                   training_args.device, training_args.process_index == 0,
                                   resuming=bool(training_args.resume_from_checkpoint))
@@ -114,4 +116,4 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -39,8 +39,19 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     add_model_arguments(parser)
     add_text_data_arguments(parser)
     training_args, options = parser.parse_args_into_dataclasses(argv)
+    check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
     return training_args, options
+
+
+def check_training_arguments(training_args: TrainingArguments) -> None:
+    """Counts that ``TrainingArguments`` accepts but no run can train with, refused before anything loads."""
+    for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
+        if getattr(training_args, name) < 1:
+            raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
+    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
+        raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give a positive "
+                         "number of epochs, or --max_steps.")
 
 
 def metric_function(metrics):

@@ -175,6 +175,19 @@ def test_counts_that_cannot_train_are_refused_by_the_parser(capsys, option, valu
     assert f"argument {option}: expected " in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("option, value, message", [
+    ("--gradient_accumulation_steps", "0", "--gradient_accumulation_steps 0: it must be at least 1"),
+    ("--per_device_train_batch_size", "0", "--per_device_train_batch_size 0: it must be at least 1"),
+    ("--num_train_epochs", "0", "--num_train_epochs 0 trains nothing"),
+])
+def test_the_trainer_script_refuses_counts_that_training_arguments_accepts(tmp_path, option, value, message):
+    from finetune_fixtures import load_script
+
+    with pytest.raises(ValueError, match=message):
+        load_script("run_trainer").parse_args(["--model_name_or_path", "m", "--output_dir", str(tmp_path), option,
+                                               value])
+
+
 def test_max_length_beyond_the_model_is_refused_before_training():
     from hf_effattn import EffAttnRobertaConfig
     from hf_effattn.finetuning.arguments import check_against_model

@@ -430,7 +430,7 @@ def probe_rows(mechanism: str, part: str, length: int, args, memory_limit_mib: f
         try:
             check_feasible(probes, probe, args, memory_limit_mib)
             probes.append(replace(empty_row(mechanism, part, probe, args),
-                                              **measure(mechanism, part, probe, single_call)))
+                                  **measure(mechanism, part, probe, single_call)))
         except Infeasible as reason:
             raise Infeasible(f"{reason} already at N={probe} (probed up from N={PROBE_LENGTH})") from reason
         probe *= 2

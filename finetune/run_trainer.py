@@ -21,7 +21,8 @@ import dataclasses
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
-from hf_effattn.finetuning.arguments import add_model_arguments
+from hf_effattn.command_line import run_script
+from hf_effattn.finetuning.arguments import add_model_arguments, check_against_model
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import push_folder
@@ -38,8 +39,19 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     add_model_arguments(parser)
     add_text_data_arguments(parser)
     training_args, options = parser.parse_args_into_dataclasses(argv)
+    check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
     return training_args, options
+
+
+def check_training_arguments(training_args: TrainingArguments) -> None:
+    """Counts that ``TrainingArguments`` accepts but no run can train with, refused before anything loads."""
+    for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
+        if getattr(training_args, name) < 1:
+            raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
+    if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
+        raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give a positive "
+                         "number of epochs, or --max_steps.")
 
 
 def metric_function(metrics):
@@ -93,6 +105,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     with training_args.main_process_first(desc="dataset preparation"):
         data = prepare_text_data(options, tokenizer)
     model = load_text_classifier(options, data.labels)
+    check_against_model(options, model.config)
     transfer = attention_transfer(options, model, data, training_args.per_device_train_batch_size,
                                   training_args.device, training_args.process_index == 0,
                                   resuming=bool(training_args.resume_from_checkpoint))
@@ -114,4 +127,4 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -22,7 +22,9 @@ mechanism must pay anyway. It is local to this module and not registered.
 Each model is built for the length it runs (``max_length = N``, as the papers configure their models) unless
 ``--max_length`` fixes one for all. A length whose predicted time or memory (extrapolated from the shorter
 lengths) exceeds ``--time_limit`` or ``--memory_limit_gb``, or that runs out of memory, is skipped with a
-note, and so are the longer ones.
+note, and so are the longer ones. No length runs unpredicted: the first one of a series is approached by
+single unreported calls at 64, 128, ... tokens below it, each predicted from those before, and any length
+whose input and output alone would pass the memory limit is refused from the shapes.
 
 Writes ``results.csv``, ``results.md`` and ``results.png`` into ``--output_dir`` and prints, for each
 mechanism, the length from which it beats ``sdpa`` and the log-log slope of its time over the longest lengths.
@@ -47,7 +49,7 @@ import platform
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Callable
 
@@ -138,6 +140,18 @@ class BenchmarkSettings:
 
     def check(self) -> None:
         """Raise ``ValueError`` naming a setting that cannot be run and how to fix it."""
+        if not self.lengths or min(self.lengths) < 1:
+            raise ValueError(f"lengths={self.lengths}: give one or more lengths of at least 1 (--lengths).")
+        for name, minimum in AT_LEAST.items():
+            value = getattr(self, name)
+            if value is not None and value < minimum:
+                raise ValueError(f"{name}={value}: it must be at least {minimum} (--{name}).")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of num_heads={self.num_heads}: "
+                             "change one of them.")
+        if self.time_limit <= 0 or (self.memory_limit_gb is not None and self.memory_limit_gb <= 0):
+            raise ValueError(f"time_limit={self.time_limit:g} and memory_limit_gb={self.memory_limit_gb} must be "
+                             "positive (leave --memory_limit_gb out for half the free memory).")
         unknown = sorted(set(self.attentions or []) - set(list_attentions()))
         if unknown:
             raise ValueError(f"Unknown attention(s) {', '.join(unknown)}: choose from {', '.join(list_attentions())}.")
@@ -152,6 +166,11 @@ class BenchmarkSettings:
         if self.max_length and self.max_length < max(self.lengths):
             raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
                              "raise it or leave it None.")
+
+
+AT_LEAST = {"batch_size": 1, "hidden_size": 1, "num_heads": 1, "repeats": 1, "warmup": 0, "fit_points": 2,
+            "intermediate_size": 1, "max_length": 1, "threads": 1}  # the settings' smallest values (None: unset)
+PROBE_LENGTH = 64  # a series' first length is approached by single calls at 64, 128, ... tokens below it
 
 
 class Infeasible(Exception):
@@ -420,8 +439,22 @@ def extrapolate(points: list[tuple[int, float]], length: int) -> float:
     return v2 * (length / n2) ** exponent
 
 
+def size(mebibytes: float) -> str:
+    """``1.5 GiB`` from a GiB on, else ``12.3 MiB``."""
+    return f"{mebibytes / 1024:.1f} GiB" if mebibytes >= 1024 else f"{mebibytes:.1f} MiB"
+
+
+def shape_floor_mib(length: int, args) -> float:
+    """The memory a call at ``length`` needs whatever the mechanism: its input and its output, ``[B, N, C]`` each."""
+    return 2 * args.batch_size * length * args.hidden_size * DTYPES[args.dtype].itemsize / MIB
+
+
 def check_feasible(rows: list[Row], length: int, args, memory_limit_mib: float) -> None:
     """Raise :class:`Infeasible` when the measured shorter ``rows`` predict too long a call or too large a peak."""
+    floor_mib = shape_floor_mib(length, args)
+    if floor_mib > memory_limit_mib:
+        raise Infeasible(f"skipped: the input and output alone take {size(floor_mib)} > limit "
+                         f"{size(memory_limit_mib)}")
     measured = [row for row in rows if row.fwd_bwd_ms is not None]
     if not measured:
         return
@@ -430,8 +463,7 @@ def check_feasible(rows: list[Row], length: int, args, memory_limit_mib: float) 
     if seconds > args.time_limit:
         raise Infeasible(f"skipped: predicted {seconds:.0f} s per call > --time_limit {args.time_limit:g} s")
     if mebibytes > memory_limit_mib:
-        raise Infeasible(f"skipped: predicted peak {mebibytes / 1024:.1f} GiB > limit "
-                         f"{memory_limit_mib / 1024:.1f} GiB")
+        raise Infeasible(f"skipped: predicted peak {size(mebibytes)} > limit {size(memory_limit_mib)}")
 
 
 def default_memory_limit_mib(device: torch.device) -> float:
@@ -452,16 +484,18 @@ def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, 
     skipped too. A peer's row that ran something else than its mechanism (full attention, padding) has times and a
     note that says so. Returned mechanism by mechanism, each by length."""
     measured: dict[str, list[Row]] = {mechanism: [] for mechanism in mechanisms}
+    guides: dict[str, list[Row]] = {}  # the rows each guard extrapolates from: the probes, then the measured rows
     stop_notes: dict[str, str] = {}
     for length in sorted(args.lengths):
         rows, subjects = {}, {}
         for mechanism in mechanisms:
-            rows[mechanism] = Row(mechanism, part, length, args.batch_size, args.hidden_size, args.num_heads,
-                                  args.device, args.dtype)
+            rows[mechanism] = empty_row(mechanism, part, length, args)
             try:
                 if mechanism in stop_notes:
                     raise Infeasible(stop_notes[mechanism])
-                check_feasible(measured[mechanism], length, args, memory_limit_mib)
+                guides[mechanism] = guides.get(mechanism) or probe_rows(mechanism, part, length, args,
+                                                                        memory_limit_mib)
+                check_feasible(guides[mechanism], length, args, memory_limit_mib)
                 subjects[mechanism] = build_subject(mechanism, part, length, args)
             except Infeasible as reason:
                 rows[mechanism].note = str(reason)
@@ -473,6 +507,7 @@ def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, 
                 continue
             for key, value in result.items():
                 setattr(rows[mechanism], key, round(value, 3))
+            guides[mechanism].append(rows[mechanism])
             subject = subjects[mechanism]
             rows[mechanism].note = subject.peer.runs_otherwise(subject.module, length) if subject.peer else ""
         subjects.clear()
@@ -482,6 +517,40 @@ def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, 
             printer(format_row(row), flush=True)
             measured[mechanism].append(row)
     return [row for mechanism in mechanisms for row in measured[mechanism]]
+
+
+def empty_row(mechanism: str, part: str, length: int, args) -> Row:
+    """The row of one mechanism, part and length, before it is measured."""
+    return Row(mechanism, part, length, args.batch_size, args.hidden_size, args.num_heads, args.device, args.dtype)
+
+
+def measure_alone(mechanism: str, part: str, length: int, args) -> dict[str, float]:
+    """:func:`measure_round_robin` of one subject; raises :class:`Infeasible` when it cannot be built or run."""
+    try:
+        result = measure_round_robin({mechanism: build_subject(mechanism, part, length, args)}, args)[mechanism]
+    except (RuntimeError, ValueError) as error:
+        raise infeasible(error) from error
+    if isinstance(result, Infeasible):
+        raise result
+    return result
+
+
+def probe_rows(mechanism: str, part: str, length: int, args, memory_limit_mib: float) -> list[Row]:
+    """Single calls (no warm-up) at ``PROBE_LENGTH``, twice that, ... below ``length``, each guarded by the ones
+    before it: the points from which the first length of a series is predicted. Raises :class:`Infeasible` when
+    a probe is predicted too slow or too large, or fails."""
+    probes: list[Row] = []
+    single_call = replace(args, warmup=0, repeats=1)
+    probe = PROBE_LENGTH
+    while probe < length:
+        try:
+            check_feasible(probes, probe, args, memory_limit_mib)
+            probes.append(replace(empty_row(mechanism, part, probe, args),
+                                  **measure_alone(mechanism, part, probe, single_call)))
+        except Infeasible as reason:
+            raise Infeasible(f"{reason} already at N={probe} (probed up from N={PROBE_LENGTH})") from reason
+        probe *= 2
+    return probes
 
 
 def format_row(row: Row) -> str:
@@ -794,9 +863,10 @@ def run(args: argparse.Namespace) -> int:
     settings = {name: getattr(args, name) for name in (f.name for f in fields(BenchmarkSettings))}
     if settings["peers"] == []:  # --peers without names: all of them
         settings["peers"] = True
-    try:
-        rows = run_benchmark(**settings)
-    except ValueError as error:
-        raise SystemExit(str(error)) from error
+    rows = run_benchmark(**settings)
+    if all(row.fwd_bwd_ms is None for row in rows):
+        print("hf-effattn bench: error: nothing was measured (the notes above say why); nothing written. Shorten "
+              "--lengths or --batch_size, or raise --memory_limit_gb or --time_limit.", file=sys.stderr)
+        return 1
     write_results(rows, args.output_dir, **settings)
     return 0

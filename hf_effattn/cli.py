@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args)``.
 Those modules import their heavy dependencies (datasets, accelerate, matplotlib) inside ``run`` so
-that building the parser stays fast.
+that building the parser stays fast. A user error (:mod:`hf_effattn.command_line`) prints one line and exits
+with status 2; ``--debug`` shows its traceback instead.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+
+from . import __version__
+from .command_line import user_errors_reported
 
 SUBCOMMANDS = {
     "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),
@@ -22,6 +26,8 @@ SUBCOMMANDS = {
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="hf-effattn", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=version_line())
+    parser.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its message")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (module, help_text) in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
@@ -30,9 +36,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def version_line() -> str:
+    """``hf-effattn X (transformers Y, torch Z)``: what a bug report needs."""
+    import torch
+    import transformers
+
+    return f"%(prog)s {__version__} (transformers {transformers.__version__}, torch {torch.__version__})"
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run the subcommand; its status (0), or exit with status 2 on a bad option or a user error."""
     args = build_parser().parse_args(argv)
-    return importlib.import_module(args.module).run(args) or 0
+    with user_errors_reported(f"hf-effattn {args.command}", debug=args.debug):
+        return importlib.import_module(args.module).run(args) or 0
 
 
 if __name__ == "__main__":

@@ -24,9 +24,11 @@ import argparse
 import json
 from pathlib import Path
 
+from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from .command_line import positive_int
 from .modeling.attentions import list_attentions
 from .presets import FAMILIES, TASKS, model_class
 from .transfer import REPORT_FILE, TRAINABLE, TransferReport
@@ -63,6 +65,18 @@ def task_of(family: str, architectures: list[str] | None) -> str:
     return "base"
 
 
+def check_found(checkpoint) -> None:
+    """Raise ``FileNotFoundError`` for a local folder that does not exist (a name that cannot be a Hub id, such
+    as ``./model`` or ``/data/model``), rather than Hugging Face Hub's complaint about the id's form."""
+    if Path(checkpoint).exists():
+        return
+    try:
+        validate_repo_id(str(checkpoint))
+    except HFValidationError:
+        raise FileNotFoundError(f"Checkpoint folder {checkpoint} not found: give an existing folder, or a Hub id "
+                                "such as FacebookAI/roberta-base.") from None
+
+
 def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
             attention_config: dict | None = None, convert_attention: bool = False, transfer: dict | None = None,
             **config_overrides):
@@ -72,6 +86,7 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     :func:`~hf_effattn.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
     those of :func:`~hf_effattn.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
     """
+    check_found(checkpoint)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))
@@ -157,13 +172,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     transfer.add_argument("--transfer_column", default=None, help="the text or image column (default: the usual)")
     transfer.add_argument("--transfer_split", default="train", help="the split of a dataset folder or Hub dataset")
     transfer.add_argument("--seed", type=int, default=0, help="the order of the transfer batches")
-
-
-def positive_int(text: str) -> int:
-    """An ``argparse`` type: an integer of at least 1."""
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
 
 
 def transfer_arguments(args) -> dict | None:

@@ -116,3 +116,66 @@ def test_profiler_console_lines_are_silenced(capfd):
     assert benchmark.cpu_peak_bytes(lambda: torch.ones(1024).add_(1)) > 0
     out, err = capfd.readouterr()
     assert "USDT" not in out + err and "profiler_start" not in out + err
+
+
+def guarded_measure(monkeypatch, longest: int) -> list[int]:
+    """Record the lengths ``benchmark.build_subject`` builds (every measurement starts there); fail the test
+    (without allocating) above ``longest``."""
+    measured, build_subject = [], benchmark.build_subject
+
+    def record(mechanism, part, length, args):
+        assert length <= longest, f"N={length} was run unguarded"
+        measured.append(length)
+        return build_subject(mechanism, part, length, args)
+
+    monkeypatch.setattr(benchmark, "build_subject", record)
+    return measured
+
+
+def test_the_first_length_is_predicted_from_probes_before_it_runs(monkeypatch):
+    """``--lengths 100000000`` with a 1 MiB limit: single calls at 64, 128, ... tokens stop where the peak is
+    predicted above the limit; the requested length never runs."""
+    measured = guarded_measure(monkeypatch, longest=2**14)
+    rows = benchmark.run_benchmark(attentions=["kerformer"], parts=["attention"], verbose=False,
+                                   memory_limit_gb=1 / 1024, time_limit=1e6, **{**TINY_SETTINGS, "lengths": [10**8]})
+    assert [(row.mechanism, row.fwd_bwd_ms) for row in rows] == [("kerformer", None), ("sdpa", None), ("floor", None)]
+    for row in rows:
+        assert row.note.startswith("skipped: predicted peak") and row.note.endswith("(probed up from N=64)")
+        assert "> limit 1.0 MiB already at N=" in row.note
+    assert measured[:3] == [64, 128, 256] and max(measured) < 2**14
+
+
+def test_a_length_whose_input_passes_the_limit_is_refused_from_its_shapes(monkeypatch):
+    guarded_measure(monkeypatch, longest=0)  # nothing may run
+    rows = benchmark.run_benchmark(attentions=["kerformer"], parts=["attention"], verbose=False, memory_limit_gb=0.5,
+                                   **{**TINY_SETTINGS, "batch_size": 2**20})  # [B, 8, 16] floats: 512 MiB
+    assert {row.note for row in rows} == {"skipped: the input and output alone take 1.0 GiB > limit 512.0 MiB"}
+
+
+@pytest.mark.parametrize("setting, message", [
+    ({"lengths": [8, 0]}, r"lengths=\[8, 0\]: give one or more lengths of at least 1"),
+    ({"lengths": [-8]}, r"lengths=\[-8\]"),
+    ({"lengths": []}, r"lengths=\[\]"),
+    ({"repeats": 0}, r"repeats=0: it must be at least 1 \(--repeats\)"),
+    ({"batch_size": -1}, r"batch_size=-1: it must be at least 1 \(--batch_size\)"),
+    ({"warmup": -1}, r"warmup=-1: it must be at least 0"),
+    ({"num_heads": 3}, r"hidden_size=16 is not a multiple of num_heads=3"),
+    ({"memory_limit_gb": 0}, r"must be positive"),
+])
+def test_settings_that_cannot_run_are_refused_up_front(monkeypatch, setting, message):
+    guarded_measure(monkeypatch, longest=0)
+    with pytest.raises(ValueError, match=message):
+        benchmark.run_benchmark(verbose=False, **{**TINY_SETTINGS, **setting})
+
+
+def test_the_command_refuses_bad_settings_in_one_line_and_fails_when_nothing_was_measured(tmp_path, capsys):
+    from hf_effattn import cli
+
+    command = ["bench", *TINY, "--attentions", "kerformer", "--parts", "attention", "--output_dir", str(tmp_path)]
+    with pytest.raises(SystemExit) as exit:
+        cli.main([*command, "--repeats", "0"])
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == "hf-effattn bench: error: repeats=0: it must be at least 1 (--repeats).\n"
+    assert cli.main([*command, "--memory_limit_gb", "1e-9"]) == 1  # every length refused: exits non-zero
+    assert "nothing was measured" in capsys.readouterr().err
+    assert not (tmp_path / "results.csv").exists()

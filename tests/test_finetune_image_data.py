@@ -116,3 +116,40 @@ def test_float_labels_are_refused_for_images(tmp_path):
                       ).to_parquet(tmp_path / "train.parquet")
     with pytest.raises(ValueError, match="needs classes"):
         prepare("--train_file", str(tmp_path / "train.parquet"))
+
+
+def write_parquet(path, images: list, labels: list) -> str:
+    from datasets import Dataset, Features, Value
+    from datasets import Image as ImageFeature
+
+    Dataset.from_dict({"image": images, "label": labels},
+                      features=Features({"image": ImageFeature(), "label": Value("int64")})).to_parquet(path)
+    return str(path)
+
+
+def test_an_evaluation_label_missing_from_training_names_file_and_row(tmp_path):
+    images, _ = tiny_images(4, 2, seed=0)
+    train = write_parquet(tmp_path / "train.parquet", images, [0, 1, 0, 1])
+    dev = write_parquet(tmp_path / "dev.parquet", images, [1, 0, 2, 1])
+    with pytest.raises(ValueError, match=r"dev.parquet, row 3: label 2 is not among the training labels \(0, 1\)"):
+        prepare("--train_file", train, "--validation_file", dev)
+
+
+def test_a_row_without_an_image_names_file_and_row(tmp_path):
+    images, _ = tiny_images(3, 2, seed=0)
+    train = write_parquet(tmp_path / "train.parquet", [images[0], None, images[2]], [0, 1, 0])
+    with pytest.raises(ValueError, match=r"train.parquet, row 2: no image in column 'image' \(an empty cell\)"):
+        prepare("--train_file", train)
+
+
+def test_unlabelled_rows_of_a_hub_split_are_refused(tmp_path):
+    """Hub test splits mark missing labels with -1 (a ``ClassLabel``); training on them would fail in the loss."""
+    from datasets import ClassLabel, Dataset, Features
+    from datasets import Image as ImageFeature
+
+    images, _ = tiny_images(3, 2, seed=0)
+    Dataset.from_dict({"img": images, "label": [0, -1, 1]},
+                      features=Features({"img": ImageFeature(), "label": ClassLabel(names=["a", "b"])})
+                      ).to_parquet(tmp_path / "train.parquet")
+    with pytest.raises(ValueError, match=r"train.parquet, row 2: label -1 \(unlabelled"):
+        prepare("--train_file", str(tmp_path / "train.parquet"))

@@ -5,11 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 
+import pytest
 import torch
 import transformers
 
 import hf_effattn
-from hf_effattn import conversion, listing
+from hf_effattn import cli, conversion, listing
 from models_helpers import save_source, text_inputs
 
 
@@ -19,12 +20,72 @@ def run(module, argv: list[str]) -> int:
     return module.run(parser.parse_args(argv))
 
 
-def test_list(capsys):
-    assert run(listing, ["lra-*/psf"]) == 0
-    out = capsys.readouterr().out
-    assert "kerformer" in out and "lra-listops/psf" in out and "roberta-base/psf" not in out
-    run(listing, ["--attentions"])
-    assert "presets" not in capsys.readouterr().out
+def listed(capsys, argv: list[str]) -> dict[str, list[str]]:
+    """``hf-effattn list ARGV``: each section's title (up to the parenthesis) -> the names it lists."""
+    assert run(listing, argv) == 0
+    sections = {}
+    for line in capsys.readouterr().out.splitlines():
+        if line.startswith("  "):
+            sections[title].append(line.split()[0])
+        else:
+            title = line.split(" (")[0]
+            sections[title] = []
+    return sections
+
+
+def test_list_matches_parts_of_mechanism_and_preset_names(capsys):
+    assert listed(capsys, ["psf"]) == {
+        "Attention mechanisms matching 'psf'": ["psf"],
+        "Model presets matching 'psf'": [name for name in hf_effattn.list_models() if name.endswith("/psf")],
+    }
+    assert listed(capsys, ["lra-*/psf", "--models"]) == {"Model presets matching 'lra-*/psf'": [
+        "lra-image/psf", "lra-listops/psf", "lra-pathfinder/psf", "lra-retrieval/psf", "lra-text/psf"]}
+    assert listed(capsys, ["KERF", "--attentions"]) == {"Attention mechanisms matching 'KERF'": ["kerformer"]}
+    assert listed(capsys, ["--attentions"]) == {"Attention mechanisms": hf_effattn.list_attentions()}
+    assert listed(capsys, ["nothing-like-this"])["Attention mechanisms matching 'nothing-like-this'"] == ["(none)"]
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["--version"])
+    assert exit.value.code == 0
+    assert capsys.readouterr().out == (f"hf-effattn {hf_effattn.__version__} (transformers {transformers.__version__}, "
+                                       f"torch {torch.__version__})\n")
+
+
+def test_a_user_error_is_one_line_and_status_2(tmp_path, capsys, monkeypatch):
+    missing = tmp_path / "missing"
+    argv = ["convert", str(missing), "--attention_type", "psf", "--output_dir", str(tmp_path / "out")]
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2
+    assert capsys.readouterr().err == (f"hf-effattn convert: error: Checkpoint folder {missing} not found: give an "
+                                       "existing folder, or a Hub id such as FacebookAI/roberta-base.\n")
+    with pytest.raises(FileNotFoundError, match="not found"):  # the traceback on request
+        cli.main(["--debug", *argv])
+    monkeypatch.setenv("HF_EFFATTN_DEBUG", "1")
+    with pytest.raises(FileNotFoundError, match="not found"):
+        cli.main(argv)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_message_over_several_lines_is_printed_on_one(monkeypatch, capsys):
+    def refuse(args):
+        raise OSError("We couldn't connect.\n  Check your connection.")
+
+    monkeypatch.setattr(listing, "run", refuse)
+    with pytest.raises(SystemExit):
+        cli.main(["list"])
+    assert capsys.readouterr().err == "hf-effattn list: error: We couldn't connect. Check your connection.\n"
+
+
+def test_a_bug_keeps_its_traceback(monkeypatch):
+    def broken(args):
+        return {}["missing"]
+
+    monkeypatch.setattr(listing, "run", broken)
+    with pytest.raises(KeyError):
+        cli.main(["list"])
 
 
 def test_convert_writes_a_hub_ready_folder(tmp_path):

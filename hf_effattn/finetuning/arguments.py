@@ -7,6 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
+from ..command_line import non_negative_int, positive_int
+
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 
 
@@ -52,7 +54,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Allow an hf_effattn checkpoint to be loaded with another mechanism than its own.")
     group.add_argument("--ignore_mismatched_sizes", action="store_true",
                        help="Re-initialise weights whose shape differs, e.g. a classifier with another label count.")
-    group.add_argument("--attention_transfer_steps", type=int, default=0,
+    group.add_argument("--attention_transfer_steps", type=non_negative_int, default=0,
                        help="Before fine-tuning, train the new attention for this many steps to reproduce the "
                             "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")
     group.add_argument("--attention_transfer_learning_rate", type=float, default=3e-3)
@@ -65,25 +67,25 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """Optimisation, schedule, checkpointing and tracking options of the Accelerate loop."""
     group = parser.add_argument_group("training")
-    group.add_argument("--per_device_train_batch_size", type=int, default=8)
-    group.add_argument("--per_device_eval_batch_size", type=int, default=8)
+    group.add_argument("--per_device_train_batch_size", type=positive_int, default=8)
+    group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8)
     group.add_argument("--learning_rate", type=float, default=5e-5)
     group.add_argument("--weight_decay", type=float, default=0.0)
-    group.add_argument("--num_train_epochs", type=int, default=3)
-    group.add_argument("--max_train_steps", type=int, default=None,
+    group.add_argument("--num_train_epochs", type=positive_int, default=3)
+    group.add_argument("--max_train_steps", type=positive_int, default=None,
                        help="Total optimizer steps; overrides --num_train_epochs.")
-    group.add_argument("--gradient_accumulation_steps", type=int, default=1)
+    group.add_argument("--gradient_accumulation_steps", type=positive_int, default=1)
     group.add_argument("--lr_scheduler_type", choices=SCHEDULER_TYPES, default="linear")
-    group.add_argument("--num_warmup_steps", type=int, default=0)
+    group.add_argument("--num_warmup_steps", type=non_negative_int, default=0)
     group.add_argument("--seed", type=int, default=42)
-    group.add_argument("--dataloader_num_workers", type=int, default=0,
+    group.add_argument("--dataloader_num_workers", type=non_negative_int, default=0,
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")
     group.add_argument("--checkpointing_steps", type=checkpointing_value, default=None,
                        help="Save the full training state every N optimizer steps, or at each 'epoch'.")
     group.add_argument("--resume_from_checkpoint", default=None,
                        help="A checkpoint folder to resume from, or 'latest' (the newest in --output_dir).")
-    group.add_argument("--stop_after_steps", type=int, default=None,
+    group.add_argument("--stop_after_steps", type=positive_int, default=None,
                        help="Save a checkpoint and stop at this optimizer step, as a pre-empted job would; "
                             "resume later with --resume_from_checkpoint latest (e.g. for time-limited jobs).")
     group.add_argument("--with_tracking", action="store_true", help="Log metrics to the --report_to trackers.")
@@ -108,3 +110,14 @@ def build_parser(description: str, add_data_arguments) -> argparse.ArgumentParse
     add_training_arguments(parser)
     add_hub_arguments(parser)
     return parser
+
+
+def check_against_model(args: argparse.Namespace, config) -> None:
+    """Options that the loaded model cannot honour, refused before training: a ``--max_length`` beyond the
+    longest input its position embeddings take (``config.attention_max_length``: for RoBERTa
+    ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index)."""
+    max_length, limit = getattr(args, "max_length", None), getattr(config, "attention_max_length", None)
+    if max_length and limit and max_length > limit:
+        raise ValueError(f"--max_length {max_length} is longer than the {limit} tokens {args.model_name_or_path} "
+                         f"takes (max_position_embeddings {config.max_position_embeddings}): use --max_length "
+                         f"{limit} or less.")

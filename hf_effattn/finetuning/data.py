@@ -3,15 +3,21 @@ that do not depend on the modality: the evaluation splits, the label column and 
 
 Every source goes through ``datasets.load_dataset``: a Hub id (``nyu-mll/glue``), a local folder laid
 out like the Hub repository (the tests use such mirrors), an image folder, or csv/json/parquet files.
+
+Before anything is tokenised or trained, every split used is checked (:func:`prepare_splits`): a missing or
+empty file, a split without rows, a row without text, image or label, and an evaluation label the training
+split lacks are errors that name the file (or split), the row (counted from 1, after any header) and the fix.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from ..command_line import percentage, positive_int
 from .metrics import MetricSpec
 
 FILE_LOADERS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}
@@ -65,10 +71,12 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse._Argument
     group.add_argument("--train_file", default=None, help="A csv/json/jsonl/parquet file of training data.")
     group.add_argument("--validation_file", default=None, help="A file of evaluation data, same format.")
     group.add_argument("--label_column_name", default=None, help="The label column (default: label, fine_label).")
-    group.add_argument("--validation_split_percentage", type=float, default=10.0,
+    group.add_argument("--validation_split_percentage", type=percentage, default=10.0,
                        help="Percent of train held out for evaluation where the dataset has no eval split.")
-    group.add_argument("--max_train_samples", type=int, default=None, help="Keep only this many training rows.")
-    group.add_argument("--max_eval_samples", type=int, default=None, help="Keep only this many rows per eval split.")
+    group.add_argument("--max_train_samples", type=positive_int, default=None,
+                       help="Keep only this many training rows.")
+    group.add_argument("--max_eval_samples", type=positive_int, default=None,
+                       help="Keep only this many rows per eval split.")
     return group
 
 
@@ -86,10 +94,12 @@ def load_raw_datasets(dataset_name: str | None, config_name: str | None, train_f
     from datasets import load_dataset
 
     if train_file:
+        check_data_file("train_file", train_file)
         data_files = {"train": train_file}
         if validation_file:
             if file_loader(validation_file) != file_loader(train_file):
                 raise ValueError("--train_file and --validation_file must have the same format.")
+            check_data_file("validation_file", validation_file)
             data_files["validation"] = validation_file
         return load_dataset(file_loader(train_file), data_files=data_files)
     if not dataset_name:
@@ -97,30 +107,49 @@ def load_raw_datasets(dataset_name: str | None, config_name: str | None, train_f
     return load_dataset(dataset_name, config_name)
 
 
-def select_eval_splits(raw, preferred: tuple[str, ...] | None, validation_fraction: float, seed: int):
-    """The evaluation split names, first the main one; splits ``validation`` off ``train`` where none exists."""
+def check_data_file(option: str, path: str) -> None:
+    """``--train_file`` / ``--validation_file``: an existing file with something in it."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"--{option} {path} not found: give an existing csv/json/jsonl/parquet file.")
+    if Path(path).stat().st_size == 0:
+        raise ValueError(f"--{option} {path} is empty (0 bytes): give a file with a header and rows.")
+
+
+def evaluation_split_names(raw, preferred: tuple[str, ...] | None) -> list[str]:
+    """The evaluation splits of ``raw``, first the main one; empty where training rows must be held out."""
     if preferred:
         missing = [name for name in preferred if name not in raw]
         if missing:
             raise ValueError(f"The dataset has no split {missing[0]!r}; its splits: {', '.join(raw)}.")
-        return raw, list(preferred)
-    for name in EVAL_SPLITS:
-        if name in raw:
-            return raw, [name]
+        return list(preferred)
+    return next(([name] for name in EVAL_SPLITS if name in raw), [])
+
+
+def select_eval_splits(raw, preferred: tuple[str, ...] | None, validation_fraction: float, seed: int):
+    """The evaluation split names, first the main one; splits ``validation`` off ``train`` where none exists."""
+    names = evaluation_split_names(raw, preferred)
+    if names:
+        return raw, names
     split = raw["train"].train_test_split(test_size=validation_fraction, seed=seed)
     raw["train"], raw["validation"] = split["train"], split["test"]
     return raw, ["validation"]
+
+
+def label_column(train_split, column: str | None) -> str:
+    """The label column: given, or the first of ``label``/``labels``/``fine_label``."""
+    column = column or next((name for name in LABEL_COLUMNS if name in train_split.column_names), None)
+    if column is None or column not in train_split.column_names:
+        raise ValueError(
+            f"No label column found among {train_split.column_names}: name it with --label_column_name."
+        )
+    return column
 
 
 def label_info(train_split, column: str | None) -> LabelInfo:
     """The label column (given, or the first of ``label``/``labels``/``fine_label``) and its label set."""
     from datasets import ClassLabel, Value
 
-    column = column or next((name for name in LABEL_COLUMNS if name in train_split.column_names), None)
-    if column is None or column not in train_split.column_names:
-        raise ValueError(
-            f"No label column found among {train_split.column_names}: name it with --label_column_name."
-        )
+    column = label_column(train_split, column)
     feature = train_split.features[column]
     if isinstance(feature, ClassLabel):
         return LabelInfo(column, list(feature.names))
@@ -133,3 +162,85 @@ def label_info(train_split, column: str | None) -> LabelInfo:
 def limit_samples(dataset, count: int | None):
     """The first ``count`` rows of ``dataset`` (all of them when ``count`` is ``None``)."""
     return dataset if count is None else dataset.select(range(min(count, len(dataset))))
+
+
+def split_source(args: argparse.Namespace, split: str, dataset_id: str) -> str:
+    """How messages name a split: its file (``--train_file`` / ``--validation_file``), or the dataset's split."""
+    files = {"train": args.train_file, "validation": args.validation_file} if args.train_file else {}
+    return files.get(split) or f"split {split!r} of {dataset_id}"
+
+
+def prepare_splits(raw, args: argparse.Namespace, input_columns: list[str], dataset_id: str,
+                   preferred: tuple[str, ...] | None = None):
+    """Check every split used, take the label set from the whole training split, then choose the evaluation
+    splits (holding ``--validation_split_percentage`` of the training rows out where there is none).
+
+    ``input_columns``: the text or image columns every row needs. Returns ``(raw, eval_splits, LabelInfo)``;
+    raises ``ValueError`` naming the file or split, the row and the fix for a row without an input or a label,
+    an empty split, or an evaluation label that the training split lacks."""
+    used = ["train", *evaluation_split_names(raw, preferred)]
+    column = label_column(raw["train"], args.label_column_name)
+    for split in used:
+        check_rows(raw[split], split_source(args, split, dataset_id), input_columns, column)
+    labels = label_info(raw["train"], column)
+    for split in used[1:]:
+        check_known_labels(raw[split], labels, split_source(args, split, dataset_id))
+    raw, eval_splits = select_eval_splits(raw, preferred, args.validation_split_percentage / 100, args.seed)
+    return raw, eval_splits, labels
+
+
+def first_true(mask) -> int | None:
+    """The index of the first true value of an arrow boolean array (None when there is none)."""
+    import pyarrow.compute as pc
+
+    index = pc.index(mask, True).as_py()
+    return None if index < 0 else index
+
+
+def check_rows(split, source: str, input_columns: list[str], label_column_name: str) -> None:
+    """Every row of ``split`` has its inputs (a text, not all of them empty; an image) and a label."""
+    import pyarrow.compute as pc
+    from datasets import ClassLabel, Image, Value
+
+    if len(split) == 0:
+        raise ValueError(f"{source} has no rows: give data with at least one example.")
+    columns = split.with_format("arrow")
+    for name in (*input_columns, label_column_name):
+        row = first_true(pc.is_null(columns[name]))
+        if row is not None:
+            image = isinstance(split.features[name], Image)
+            what = "label" if name == label_column_name else "image" if image else "text"
+            raise ValueError(f"{source}, row {row + 1}: no {what} in column {name!r} (an empty cell): fill it in "
+                             "or remove the row.")
+    if isinstance(split.features[label_column_name], ClassLabel):
+        row = first_true(pc.equal(columns[label_column_name], -1))
+        if row is not None:
+            raise ValueError(f"{source}, row {row + 1}: label -1 (unlabelled, as in a Hub test split): train and "
+                             "evaluate on labelled rows only.")
+    texts = [name for name in input_columns if isinstance(split.features[name], Value)]
+    for name in texts:
+        if split.features[name].dtype not in ("string", "large_string"):
+            raise ValueError(f"{source}: column {name!r} holds {split.features[name].dtype}, not text: name the "
+                             "text columns with --text_column_names.")
+    if texts:
+        empty = [pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(columns[name])), 0) for name in texts]
+        row = first_true(functools.reduce(pc.and_, empty))
+        if row is not None:
+            raise ValueError(f"{source}, row {row + 1}: the text ({', '.join(texts)}) is empty: write it or "
+                             "remove the row.")
+
+
+def check_known_labels(split, labels: LabelInfo, source: str) -> None:
+    """The labels of an evaluation split are among those the model learns from the training split."""
+    feature = split.features[labels.column]
+    if labels.value_to_id is None:
+        if labels.names is not None and getattr(feature, "names", labels.names) != labels.names:
+            raise ValueError(f"{source}: its label names {feature.names} differ from the training split's "
+                             f"{labels.names}: use one label set for both.")
+        return
+    values = split[labels.column]
+    unseen = next((row for row, value in enumerate(values) if value not in labels.value_to_id), None)
+    if unseen is not None:
+        raise ValueError(f"{source}, row {unseen + 1}: label {values[unseen]!r} is not among the training labels "
+                         f"({', '.join(labels.names)}): add examples of it to the training data, or remove it "
+                         "from the evaluation data.")

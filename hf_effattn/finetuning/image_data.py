@@ -17,8 +17,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .data import LabelInfo, PreparedData, add_dataset_arguments, label_info, limit_samples, load_raw_datasets
-from .data import select_eval_splits
+from ..command_line import non_negative_int
+from .data import LabelInfo, PreparedData, add_dataset_arguments, limit_samples, load_raw_datasets, prepare_splits
 from .metrics import metric_spec
 
 
@@ -27,7 +27,7 @@ def add_image_data_arguments(parser: argparse.ArgumentParser) -> None:
     group = add_dataset_arguments(parser)
     group.add_argument("--image_column_name", default=None,
                        help="The image column (default: the first column of type Image, e.g. img or image).")
-    group.add_argument("--crop_padding", type=int, default=None,
+    group.add_argument("--crop_padding", type=non_negative_int, default=None,
                        help="Pixels of padding before the random crop (default: an eighth of the image size).")
 
 
@@ -130,11 +130,11 @@ def processor_geometry(processor) -> tuple[tuple[int, int], tuple[float, ...], t
 def prepare_image_data(args: argparse.Namespace, processor) -> PreparedData:
     """Load, select splits, find the image and label columns and wrap the splits with their transforms."""
     raw = load_raw_datasets(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file)
-    raw, eval_splits = select_eval_splits(raw, None, args.validation_split_percentage / 100, args.seed)
-    labels = label_info(raw["train"], args.label_column_name)
+    dataset_id = args.train_file or args.dataset_name
+    column = image_column(raw["train"], args.image_column_name)
+    raw, eval_splits, labels = prepare_splits(raw, args, [column], dataset_id)
     if labels.is_regression:
         raise ValueError(f"The label column {labels.column!r} holds floats: image classification needs classes.")
-    column = image_column(raw["train"], args.image_column_name)
     size, mean, std = processor_geometry(processor)
     padding = max(size) // 8 if args.crop_padding is None else args.crop_padding
     train_transform = ImageTransform(size, mean, std, padding)
@@ -150,6 +150,6 @@ def prepare_image_data(args: argparse.Namespace, processor) -> PreparedData:
         collate_fn=torch.utils.data.default_collate,
         metrics=metric_spec(None, is_regression=False),
         labels=labels,
-        dataset_id=args.train_file or args.dataset_name,
+        dataset_id=dataset_id,
         dataset_config=args.dataset_config_name,
     )

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..transfer import REPORT_FILE, load_teacher, transfer_attention
-from .arguments import build_parser
+from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
 from .model_card import CardContent, CardKind, write_model_card
@@ -43,6 +43,7 @@ class Recipe:
         with accelerator.main_process_first():
             data = self.prepare_data(args, processor)
         model = self.load_model(args, data.labels)
+        check_against_model(args, model.config)
         resuming = bool(args.resume_from_checkpoint and resolve_checkpoint(args.resume_from_checkpoint,
                                                                            args.output_dir))
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import argparse
 
-from .data import PreparedData, add_dataset_arguments, label_info, limit_samples, load_raw_datasets, select_eval_splits
+from ..command_line import positive_int
+from .data import PreparedData, add_dataset_arguments, limit_samples, load_raw_datasets, prepare_splits
 from .metrics import metric_spec
 
 GLUE_DATASET = "nyu-mll/glue"
@@ -45,7 +46,8 @@ def add_text_data_arguments(parser: argparse.ArgumentParser) -> None:
                        help="A GLUE task, loaded from nyu-mll/glue (or from --dataset_name, a local mirror).")
     group.add_argument("--text_column_names", default=None,
                        help="One or two comma-separated text columns (default: from the dataset's schema).")
-    group.add_argument("--max_length", type=int, default=128, help="Truncate inputs to this many tokens.")
+    group.add_argument("--max_length", type=positive_int, default=128,
+                       help="Truncate inputs to this many tokens (at most the model's maximum, e.g. 512).")
     group.add_argument("--pad_to_max_length", action="store_true",
                        help="Pad every input to --max_length (default: pad each batch to its longest).")
 
@@ -81,12 +83,12 @@ def prepare_text_data(args: argparse.Namespace, tokenizer) -> PreparedData:
     """Load, select splits, encode labels and tokenise; the result feeds the training loop."""
     from transformers import DataCollatorWithPadding
 
-    raw, eval_splits = select_eval_splits(
-        load_text_datasets(args), GLUE_EVAL_SPLITS.get(args.task_name) if reads_glue(args) else None,
-        args.validation_split_percentage / 100, args.seed,
-    )
-    labels = label_info(raw["train"], args.label_column_name)
+    raw = load_text_datasets(args)
+    dataset_id = args.train_file or args.dataset_name or GLUE_DATASET
     first, second = text_columns(raw["train"].column_names, args.task_name, args.text_column_names)
+    preferred = GLUE_EVAL_SPLITS.get(args.task_name) if reads_glue(args) else None
+    raw, eval_splits, labels = prepare_splits(raw, args, [name for name in (first, second) if name], dataset_id,
+                                              preferred)
     padding = "max_length" if args.pad_to_max_length else False
 
     def encode(batch):
@@ -105,6 +107,6 @@ def prepare_text_data(args: argparse.Namespace, tokenizer) -> PreparedData:
         collate_fn=DataCollatorWithPadding(tokenizer),
         metrics=metric_spec(args.task_name, labels.is_regression),
         labels=labels,
-        dataset_id=args.train_file or args.dataset_name or GLUE_DATASET,
+        dataset_id=dataset_id,
         dataset_config=args.task_name or args.dataset_config_name,
     )

@@ -111,7 +111,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     results = evaluate_splits(trainer, data)
     trainer.save_model()
     if is_peft_model(model):  # the adapter again, naming its base, saved beside it
-        save_adapter_folder(model, training_args.output_dir, model.state_dict(), trainer.is_world_process_zero())
+        save_adapter_folder(model, training_args.output_dir, is_main_process=trainer.is_world_process_zero())
     if trainer.is_world_process_zero():
         content = card_content(training_args, options, model, data, results, transfer)
         write_model_card(training_args.output_dir, content)

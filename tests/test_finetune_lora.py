@@ -12,13 +12,21 @@ from pathlib import Path
 import pytest
 import torch
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
-from finetune_fixtures import MAX_LENGTH, glue_mirror, load_script, tiny_text_checkpoint, training_options
+from finetune_fixtures import (
+    MAX_LENGTH,
+    cifar_mirror,
+    glue_mirror,
+    load_script,
+    tiny_text_checkpoint,
+    tiny_vit_checkpoint,
+    training_options,
+)
 from huggingface_hub import ModelCard
 from models_helpers import BLOCK_PACKAGE, save_source, text_inputs
 from safetensors.torch import load_file, save_file
 from transformers import RobertaForSequenceClassification
 
-from hf_effattn import EffAttnRobertaForSequenceClassification
+from hf_effattn import EffAttnRobertaForSequenceClassification, EffAttnViTForImageClassification
 from hf_effattn.finetuning.lora import (
     BASE_DIR,
     add_lora,
@@ -28,39 +36,46 @@ from hf_effattn.finetuning.lora import (
     save_adapter_folder,
 )
 
-# Run in a fresh process: load each adapter folder every documented way, print each one's largest logit difference
-# to the logits saved beside it. argv: "package" (hf_effattn imported) or "remote" (hf_effattn blocked), folders.
+# Run in a fresh process, after BLOCK_PACKAGE: load each adapter folder every documented way and print each one's
+# largest logit difference to the logits saved beside it. First as remote code, while hf_effattn cannot be imported;
+# then, the block lifted, with the package. argv: the folders.
 LOADER = textwrap.dedent(
     """
     import json
-    import sys
 
     import torch
     from peft import AutoPeftModelForSequenceClassification, PeftModel
     from safetensors.torch import load_file
     from transformers import AutoModelForSequenceClassification
 
-    mode, folders = sys.argv[1], sys.argv[2:]
-    for folder in folders:
-        if mode == "package":
-            import hf_effattn
 
-            base = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(f"{folder}/base_model")
-            models = {"PeftModel": PeftModel.from_pretrained(base, folder),
-                      "AutoPeftModel": AutoPeftModelForSequenceClassification.from_pretrained(folder)}
-        else:
-            base = AutoModelForSequenceClassification.from_pretrained(f"{folder}/base_model", trust_remote_code=True)
-            models = {"PeftModel, remote code": PeftModel.from_pretrained(base, folder),
-                      "AutoPeftModel, remote code": AutoPeftModelForSequenceClassification.from_pretrained(
-                          folder, trust_remote_code=True)}
-        case = load_file(f"{folder}/case.safetensors")
-        inputs = {"input_ids": case["input_ids"], "attention_mask": case["attention_mask"]}
-        for path, model in models.items():
-            with torch.no_grad():
-                logits = model.eval()(**inputs).logits
-            print(json.dumps({"folder": folder, "path": path, "class": type(model.get_base_model()).__name__,
-                              "module": type(model.get_base_model()).__module__,
-                              "difference": (logits - case["logits"]).abs().max().item()}))
+    def remote_code(folder):
+        base = AutoModelForSequenceClassification.from_pretrained(f"{folder}/base_model", trust_remote_code=True)
+        return {"PeftModel, remote code": PeftModel.from_pretrained(base, folder),
+                "AutoPeftModel, remote code": AutoPeftModelForSequenceClassification.from_pretrained(
+                    folder, trust_remote_code=True)}
+
+
+    def package(folder):
+        import hf_effattn
+
+        base = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(f"{folder}/base_model")
+        return {"PeftModel": PeftModel.from_pretrained(base, folder),
+                "AutoPeftModel": AutoPeftModelForSequenceClassification.from_pretrained(folder)}
+
+
+    for load in (remote_code, package):
+        if load is package:
+            sys.meta_path[:] = [finder for finder in sys.meta_path if type(finder).__name__ != "BlockPackage"]
+        for folder in sys.argv[1:]:
+            case = load_file(f"{folder}/case.safetensors")
+            inputs = {"input_ids": case["input_ids"], "attention_mask": case["attention_mask"]}
+            for path, model in load(folder).items():
+                with torch.no_grad():
+                    logits = model.eval()(**inputs).logits
+                base = type(model.get_base_model())
+                print(json.dumps({"folder": folder, "path": path, "class": base.__name__, "module": base.__module__,
+                                  "difference": (logits - case["logits"]).abs().max().item()}))
     """
 )
 
@@ -70,18 +85,15 @@ def save_case(folder: Path, inputs: dict, logits: torch.Tensor) -> None:
     save_file({**inputs, "logits": logits.contiguous()}, str(folder / "case.safetensors"))
 
 
-def reload_in_fresh_processes(folders: list[Path]) -> list[dict]:
-    """Each way of loading each folder, in fresh offline processes (one with hf_effattn, one where it cannot be
-    imported): one dict per (folder, way) with the loaded class and the largest logit difference."""
+def reload_in_fresh_process(folders: list[Path]) -> list[dict]:
+    """Each way of loading each folder, in a fresh offline process (as remote code while hf_effattn cannot be
+    imported, then with it): one dict per (folder, way) with the loaded class and the largest logit difference."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env |= {"HF_HUB_OFFLINE": "1", "OMP_NUM_THREADS": "1", "HF_HOME": str(folders[0].parent / "hf_home")}
-    rows = []
-    for mode, code in (("package", LOADER), ("remote", BLOCK_PACKAGE + LOADER)):
-        result = subprocess.run([sys.executable, "-c", code, mode, *map(str, folders)], env=env, cwd=folders[0].parent,
-                                capture_output=True, text=True, timeout=300)
-        assert result.returncode == 0, result.stderr[-3000:]
-        rows += [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    return rows
+    result = subprocess.run([sys.executable, "-c", BLOCK_PACKAGE + LOADER, *map(str, folders)], env=env,
+                            cwd=folders[0].parent, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    return [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
 
 
 def assert_reproduced(rows: list[dict], folders: list[Path]) -> None:
@@ -126,7 +138,7 @@ def script_output(tmp_path_factory) -> Path:
     return output
 
 
-def test_adapters_reproduce_the_trained_models_in_fresh_processes(tmp_path, script_output):
+def test_adapters_reproduce_the_trained_models_in_a_fresh_process(tmp_path, script_output):
     """Each mechanism after a few LoRA steps, and the script's result: the same logits in fresh processes."""
     source = tmp_path / "roberta"
     save_source(RobertaForSequenceClassification, "roberta", source)
@@ -134,7 +146,7 @@ def test_adapters_reproduce_the_trained_models_in_fresh_processes(tmp_path, scri
     for attention_type in ("singularformer", "kerformer", "dba", "psf"):
         model, initial = trained_lora_model(source, attention_type)
         folder = tmp_path / attention_type
-        save_adapter_folder(model, folder, model.state_dict())
+        save_adapter_folder(model, folder)
         with torch.no_grad():
             save_case(folder, inputs, model(**inputs).logits)
         base = load_file(str(folder / BASE_DIR / "model.safetensors"))
@@ -151,7 +163,7 @@ def test_adapters_reproduce_the_trained_models_in_fresh_processes(tmp_path, scri
         save_case(script_output, inputs,
                   AutoPeftModelForSequenceClassification.from_pretrained(script_output).eval()(**inputs).logits)
     folders.append(script_output)
-    assert_reproduced(reload_in_fresh_processes(folders), folders)
+    assert_reproduced(reload_in_fresh_process(folders), folders)
 
 
 def test_default_targets_are_the_mechanisms_projections(tmp_path):
@@ -206,3 +218,23 @@ def test_the_trainer_script_names_the_saved_base(tmp_path):
     base = json.loads((tmp_path / BASE_DIR / "config.json").read_text())
     assert base["attention_type"] == "kerformer" and "auto_map" in base
     assert "| `lora_target_modules` | dense, query, value |" in ModelCard.load(tmp_path / "README.md").text
+
+
+def test_the_image_script_saves_the_head_with_the_adapter(tmp_path):
+    load_script("run_image_classification").main([
+        "--model_name_or_path", tiny_vit_checkpoint(), "--attention_type", "kerformer", "--dataset_name",
+        cifar_mirror(10), "--lora_r", "4", "--lora_dropout", "0", *training_options(tmp_path, max_train_steps=1),
+    ])
+    config = json.loads((tmp_path / "adapter_config.json").read_text())
+    assert config["modules_to_save"] == ["classifier"] and config["task_type"] is None
+    assert (tmp_path / "preprocessor_config.json").is_file()
+
+    from peft import AutoPeftModel, PeftModel
+
+    base = EffAttnViTForImageClassification.from_pretrained(tmp_path / BASE_DIR)
+    pixels = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        expected = PeftModel.from_pretrained(base, tmp_path).eval()(pixel_values=pixels).logits
+        auto = AutoPeftModel.from_pretrained(tmp_path, import_allowlist=["hf_effattn"]).eval()
+        torch.testing.assert_close(auto(pixel_values=pixels).logits, expected, rtol=0, atol=1e-6)
+    assert expected.shape == (2, 10)

@@ -23,18 +23,20 @@ from pathlib import Path
 
 from torch import nn
 
+from .. import EffAttnRobertaForSequenceClassification
+from ..modeling.attentions import get_attention_class
+from ..transfer import PROJECTIONS
+
 logger = logging.getLogger(__name__)
 
 BASE_DIR = "base_model"
 HEAD_MODULES = ["classifier"]
-PROJECTIONS = ("query", "key", "value")
 
 
 def default_target_modules(model) -> list[str]:
-    """The mechanism's projections that LoRA adapts by default: ``query`` and ``value`` where it has both (as PEFT
-    does for RoBERTa and BERT), else ``value`` (PSF has no query or key)."""
-    names = {name.rsplit(".", 1)[-1] for name, _ in model.named_modules()}
-    return [name for name in ("query", "value") if name in names]
+    """The mechanism's projections that LoRA adapts by default: ``query`` and ``value`` (as PEFT does for RoBERTa
+    and BERT), or ``value`` alone for a mechanism without query and key (PSF)."""
+    return ["query", "value"] if get_attention_class(model.config.attention_type).uses_query_key else ["value"]
 
 
 def check_target_modules(model, target_modules: list[str]) -> None:
@@ -52,7 +54,7 @@ def lora_config(args, model):
 
     target_modules = args.lora_target_modules or default_target_modules(model)
     check_target_modules(model, target_modules)
-    is_text = hasattr(model, "roberta")
+    is_text = isinstance(model, EffAttnRobertaForSequenceClassification)  # else an image classifier
     return LoraConfig(
         r=args.lora_r, lora_alpha=args.lora_alpha, lora_dropout=args.lora_dropout, target_modules=target_modules,
         task_type="SEQ_CLS" if is_text else None, modules_to_save=None if is_text else HEAD_MODULES,
@@ -60,10 +62,14 @@ def lora_config(args, model):
 
 
 def mechanism_parameters(model) -> list[tuple[str, nn.Parameter]]:
-    """The attention's own parameters (those no softmax checkpoint has): ``(name, parameter)`` pairs."""
-    return [(name, parameter) for name, parameter in model.named_parameters()
-            if ".attention.self." in name and name.split(".attention.self.", 1)[1].split(".")[0] not in PROJECTIONS
-            and "lora_" not in name]
+    """The attention's own parameters, those no softmax checkpoint has (everything in each layer's
+    ``attention.self`` but its query/key/value projections): ``(name, parameter)`` pairs."""
+    pairs = []
+    for name, parameter in model.named_parameters():
+        _, found, own_name = name.partition(".attention.self.")
+        if found and not own_name.startswith(PROJECTIONS):
+            pairs.append((name, parameter))
+    return pairs
 
 
 def add_lora(args, model):
@@ -72,7 +78,10 @@ def add_lora(args, model):
     check_lora_arguments(args)
     if args.lora_r is None:
         return model
-    from peft import get_peft_model
+    try:
+        from peft import get_peft_model
+    except ImportError:
+        raise ImportError('--lora_r needs PEFT: pip install "hf_effattn[peft]" (or pip install peft).') from None
 
     peft_model = get_peft_model(model, lora_config(args, model))
     for _, parameter in mechanism_parameters(peft_model):
@@ -87,9 +96,8 @@ def add_lora(args, model):
 def check_lora_arguments(args) -> None:
     """Raise when LoRA settings are given without ``--lora_r``, or are out of range."""
     if args.lora_r is None:
-        given = [f"--{name}" for name in ("lora_target_modules",) if getattr(args, name)]
-        if given:
-            raise ValueError(f"{', '.join(given)} applies to LoRA: pass --lora_r too (e.g. --lora_r 8).")
+        if args.lora_target_modules:
+            raise ValueError("--lora_target_modules applies to LoRA: pass --lora_r too (e.g. --lora_r 8).")
         return
     if args.lora_r < 1:
         raise ValueError(f"--lora_r must be a positive integer, got {args.lora_r}.")
@@ -123,10 +131,12 @@ def base_state_dict(state_dict: dict) -> dict:
     return base
 
 
-def save_adapter_folder(model, folder, state_dict: dict, is_main_process: bool = True, save_function=None) -> None:
+def save_adapter_folder(model, folder, state_dict: dict | None = None, is_main_process: bool = True,
+                        save_function=None) -> None:
     """Save PEFT ``model``'s adapter into ``folder`` and its base (the model without LoRA, the trained mechanism
     parameters included) into ``folder/base_model``, named as the adapter's base. ``state_dict``: ``model``'s full
-    one (e.g. Accelerate's ``get_state_dict``)."""
+    one (default ``model.state_dict()``; under Accelerate, ``accelerator.get_state_dict(model)``)."""
+    state_dict = model.state_dict() if state_dict is None else state_dict
     base_folder = (Path(folder) / BASE_DIR).resolve()
     base = model.get_base_model()
     base.save_pretrained(base_folder, state_dict=base_state_dict(state_dict), is_main_process=is_main_process,

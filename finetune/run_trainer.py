@@ -10,7 +10,9 @@ model options (``--attention_type``, ``--attention_config``, ``--attention_trans
 
 The heads set ``accepts_loss_kwargs = False`` (their loss is a mean, plus the mechanisms' auxiliary loss),
 so Trainer scales the loss correctly under gradient accumulation. The output folder is Hub-ready, with the
-model card of ``model_cards/template.md``; ``--push_to_hub`` uploads it with hf_effattn's publisher (and
+model card of ``model_cards/template.md``. With ``--lora_r`` (and ``--lora_alpha``, ``--lora_dropout``,
+``--lora_target_modules``) a LoRA adapter trains instead of the whole model, and the folder holds the adapter and
+its base (:mod:`hf_effattn.finetuning.lora`); ``--push_to_hub`` uploads it with hf_effattn's publisher (and
 not Trainer's, which would replace the card).
 """
 
@@ -22,7 +24,8 @@ import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
 from hf_effattn.command_line import run_script
-from hf_effattn.finetuning.arguments import add_model_arguments, check_against_model
+from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
+from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import push_folder
@@ -37,6 +40,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     """``TrainingArguments`` and the model and data options."""
     parser = HfArgumentParser(TrainingArguments)
     add_model_arguments(parser)
+    add_lora_arguments(parser)
     add_text_data_arguments(parser)
     training_args, options = parser.parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
@@ -93,8 +97,9 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
         results=results,
         hyperparameters={**{name: plain(getattr(training_args, name)) for name in HYPERPARAMETERS},
                          "attention_transfer_steps": options.attention_transfer_steps,
-                         "trainer": "transformers.Trainer"},
+                         "trainer": "transformers.Trainer", **lora_settings(model)},
         transfer=transfer,
+        lora=is_peft_model(model),
     )
 
 
@@ -109,6 +114,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     transfer = attention_transfer(options, model, data, training_args.per_device_train_batch_size,
                                   training_args.device, training_args.process_index == 0,
                                   resuming=bool(training_args.resume_from_checkpoint))
+    model = add_lora(options, model)
     trainer = Trainer(
         model=model, args=dataclasses.replace(training_args, push_to_hub=False), train_dataset=data.train,
         eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn, processing_class=tokenizer,
@@ -117,6 +123,8 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     results = evaluate_splits(trainer, data)
     trainer.save_model()
+    if is_peft_model(model):  # the adapter again, naming its base, saved beside it
+        save_adapter_folder(model, training_args.output_dir, is_main_process=trainer.is_world_process_zero())
     if trainer.is_world_process_zero():
         content = card_content(training_args, options, model, data, results, transfer)
         write_model_card(training_args.output_dir, content)

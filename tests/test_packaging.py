@@ -73,6 +73,12 @@ WHEEL_USER = """
         attention_config=config.attention_config, base_model="FacebookAI/roberta-base", dataset_id="nyu-mll/glue",
         dataset_config="sst2", results={"validation": {"accuracy": 0.5}}, hyperparameters={"learning_rate": 1e-3}))
     assert "kerformer" in card.read_text()
+    import evaluate
+    from hf_effattn.metrics import metric_path
+
+    assert Path(metric_path()).is_relative_to(Path(hf_effattn.__file__).parent), metric_path()
+    glue = evaluate.load(metric_path(), "mrpc", keep_in_memory=True)
+    assert glue.compute(predictions=[1, 0, 1, 1], references=[1, 0, 0, 1]) == {"accuracy": 0.75, "f1": 0.8}
     print("saved and carded")
 """
 

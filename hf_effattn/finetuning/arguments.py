@@ -1,4 +1,4 @@
-"""Command-line options shared by the fine-tuning scripts: the model and its attention, the training
+"""Command-line options shared by the fine-tuning scripts: the model and its attention, LoRA, the training
 loop (those of Transformers' ``run_glue_no_trainer.py``), checkpointing and publishing."""
 
 from __future__ import annotations
@@ -64,6 +64,19 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                             "projections (default), or also the output projection.")
 
 
+def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
+    """LoRA with PEFT instead of full fine-tuning (:mod:`hf_effattn.finetuning.lora`)."""
+    group = parser.add_argument_group("LoRA (PEFT)")
+    group.add_argument("--lora_r", type=int, default=None,
+                       help="Train a LoRA adapter of this rank (plus the head and the attention's own parameters) "
+                            "instead of the whole model; the output folder holds the adapter and its base.")
+    group.add_argument("--lora_alpha", type=int, default=16, help="LoRA's scaling numerator (default 16).")
+    group.add_argument("--lora_dropout", type=float, default=0.1, help="Dropout on LoRA's input (default 0.1).")
+    group.add_argument("--lora_target_modules", nargs="+", default=None, metavar="NAME",
+                       help="The linear layers LoRA adapts, e.g. query value dense; default: the mechanism's "
+                            "projections, query and value (value alone for psf, which has no query or key).")
+
+
 def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     """Optimisation, schedule, checkpointing and tracking options of the Accelerate loop."""
     group = parser.add_argument_group("training")
@@ -106,6 +119,7 @@ def build_parser(description: str, add_data_arguments) -> argparse.ArgumentParse
     """A script's parser: model, its data options (``add_data_arguments(parser)``), training and hub."""
     parser = argparse.ArgumentParser(description=description)
     add_model_arguments(parser)
+    add_lora_arguments(parser)
     add_data_arguments(parser)
     add_training_arguments(parser)
     add_hub_arguments(parser)

@@ -1,62 +1,41 @@
-"""Evaluation metrics, computed offline with scikit-learn and SciPy.
+"""Evaluation metrics: GLUE's, computed by the ``evaluate`` module shipped in :mod:`hf_effattn.metrics`, loaded
+from its local path (offline).
 
 GLUE's metrics are those its benchmark defines per task: Matthews correlation for CoLA, Pearson and
 Spearman correlations for STS-B, accuracy and F1 (of the positive class) for MRPC and QQP, accuracy
-for the others. Where a task has two metrics, ``combined_score`` is their mean, as GLUE's leaderboard
-averages them; it is the task's main metric, by which the best checkpoint is chosen.
+for the others; other datasets get accuracy, or the correlations for a regression. Where a task has two
+metrics, ``combined_score`` is their mean, as GLUE's leaderboard averages them; it is the task's main
+metric, by which the best checkpoint is chosen.
 """
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.stats import pearsonr, spearmanr
-from sklearn.metrics import accuracy_score, f1_score, matthews_corrcoef
 
-GLUE_METRICS = {
-    "cola": ("matthews_correlation",),
-    "stsb": ("pearson", "spearmanr"),
-    "mrpc": ("accuracy", "f1"),
-    "qqp": ("accuracy", "f1"),
-}
+from ..metrics import metric_path
+from ..metrics.glue.glue import SCORES, TASK_METRICS
 
 
-def _matthews_correlation(predictions: np.ndarray, references: np.ndarray) -> float:
-    return matthews_corrcoef(references, predictions)
+@functools.lru_cache(maxsize=None)
+def load_metric(config_name: str):
+    """The shipped ``glue`` evaluate module in configuration ``config_name`` (a GLUE task, ``classification`` or
+    ``regression``), kept in memory (no cache files, so concurrent processes never share one)."""
+    import evaluate
 
-
-def _accuracy(predictions: np.ndarray, references: np.ndarray) -> float:
-    return accuracy_score(references, predictions)
-
-
-def _f1(predictions: np.ndarray, references: np.ndarray) -> float:
-    return f1_score(references, predictions)
-
-
-def _pearson(predictions: np.ndarray, references: np.ndarray) -> float:
-    return pearsonr(predictions, references)[0]
-
-
-def _spearman(predictions: np.ndarray, references: np.ndarray) -> float:
-    return spearmanr(predictions, references)[0]
-
-
-METRIC_FUNCTIONS = {
-    "accuracy": _accuracy,
-    "f1": _f1,
-    "matthews_correlation": _matthews_correlation,
-    "pearson": _pearson,
-    "spearmanr": _spearman,
-}
+    return evaluate.load(metric_path("glue"), config_name, keep_in_memory=True)
 
 
 @dataclass(frozen=True)
 class MetricSpec:
-    """Which metrics a task reports; ``is_regression`` says predictions are scores, not class ids."""
+    """Which metrics a task reports, and the configuration of the ``glue`` module that computes them;
+    ``is_regression`` says predictions are scores, not class ids."""
 
     names: tuple[str, ...]
     is_regression: bool = False
+    config_name: str = "classification"
 
     @property
     def main(self) -> str:
@@ -65,8 +44,9 @@ class MetricSpec:
 
     def compute(self, predictions, references) -> dict[str, float]:
         """Every metric of the task on the given predictions (class ids or scores) and references."""
-        predictions, references = np.asarray(predictions), np.asarray(references)
-        results = {name: float(METRIC_FUNCTIONS[name](predictions, references)) for name in self.names}
+        results = load_metric(self.config_name).compute(predictions=np.asarray(predictions),
+                                                        references=np.asarray(references))
+        results = {name: float(results[name]) for name in self.names}
         if len(results) > 1:
             results["combined_score"] = float(np.mean(list(results.values())))
         return results
@@ -74,8 +54,5 @@ class MetricSpec:
 
 def metric_spec(task_name: str | None, is_regression: bool) -> MetricSpec:
     """GLUE's metrics for a GLUE task; otherwise accuracy, or Pearson/Spearman for a regression."""
-    if task_name in GLUE_METRICS:
-        return MetricSpec(GLUE_METRICS[task_name], is_regression=task_name == "stsb")
-    if is_regression:
-        return MetricSpec(GLUE_METRICS["stsb"], is_regression=True)
-    return MetricSpec(("accuracy",))
+    config_name = task_name if task_name in TASK_METRICS else "regression" if is_regression else "classification"
+    return MetricSpec(TASK_METRICS[config_name], is_regression=config_name in SCORES, config_name=config_name)

@@ -94,6 +94,7 @@ class CardContent:
     best: dict | None = None
     extra_tags: list[str] = field(default_factory=list)
     transfer: dict | None = None  # a TransferReport as a dict, when attention transfer ran before fine-tuning
+    lora: bool = False  # the folder holds a LoRA adapter and its base (``base_model/``), not the whole model
 
 
 def is_hub_id(name: str | None) -> bool:
@@ -113,7 +114,7 @@ def card_data(content: CardContent):
     ] if dataset else []
     return ModelCardData(
         license="apache-2.0",
-        library_name="transformers",
+        library_name="peft" if content.lora else "transformers",
         pipeline_tag=content.kind.pipeline_tag,
         tags=["hf_effattn", "efficient-attention", content.attention_type, content.kind.architecture_tag,
               "custom_code", *content.extra_tags],
@@ -177,6 +178,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         best_sentence=best_sentence,
         hyperparameters=content.hyperparameters,
         transfer=content.transfer,
+        lora=content.lora,
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,

@@ -2,8 +2,9 @@
 
 A Hub-ready folder holds the weights (safetensors), ``config.json`` with ``auto_map``, the flat
 remote-code files (both written by the model's ``save_pretrained``), the tokenizer or image processor,
-and the model card. :func:`push_folder` uploads it with ``huggingface_hub``; when it cannot (offline, no
-token, the Hub refuses), it logs why and leaves the folder in place.
+and the model card; after LoRA training, the adapter and its base in ``base_model/`` instead of the model
+(:mod:`~hf_effattn.finetuning.lora`). :func:`push_folder` uploads it with ``huggingface_hub``; when it cannot
+(offline, no token, the Hub refuses), it logs why and leaves the folder in place.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 from pathlib import Path
 
 from .checkpoints import CHECKPOINTS_DIR
+from .lora import is_peft_model, save_adapter_folder
 
 logger = logging.getLogger(__name__)
 
@@ -20,12 +22,16 @@ TRUE_VALUES = {"1", "on", "yes", "true"}
 
 
 def save_model_folder(accelerator, model, processor, folder: str | Path) -> None:
-    """Save the (unwrapped) model and its tokenizer or image processor into ``folder`` (main process writes)."""
+    """Save the (unwrapped) model and its tokenizer or image processor into ``folder`` (main process writes); a
+    LoRA model as its adapter plus its base (:func:`~hf_effattn.finetuning.lora.save_adapter_folder`)."""
     accelerator.wait_for_everyone()
-    accelerator.unwrap_model(model).save_pretrained(
-        folder, is_main_process=accelerator.is_main_process, save_function=accelerator.save,
-        state_dict=accelerator.get_state_dict(model),
-    )
+    unwrapped, state_dict = accelerator.unwrap_model(model), accelerator.get_state_dict(model)
+    if is_peft_model(unwrapped):
+        save_adapter_folder(unwrapped, folder, state_dict, is_main_process=accelerator.is_main_process,
+                            save_function=accelerator.save)
+    else:
+        unwrapped.save_pretrained(folder, is_main_process=accelerator.is_main_process,
+                                  save_function=accelerator.save, state_dict=state_dict)
     if accelerator.is_main_process and processor is not None:
         processor.save_pretrained(folder)
     accelerator.wait_for_everyone()

@@ -1,6 +1,6 @@
 """A whole fine-tuning run: optionally transfer the checkpoint's softmax attention into the new one, train with
-the Accelerate loop, then write the Hub-ready folder (model, tokenizer or image processor, results, model card)
-and push it when asked."""
+the Accelerate loop (the whole model, or a LoRA adapter with ``--lora_r``), then write the Hub-ready folder
+(model, tokenizer or image processor, results, model card) and push it when asked."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from typing import Callable
 from ..transfer import REPORT_FILE, load_teacher, transfer_attention
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
+from .lora import add_lora, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
 from .model_card import CardContent, CardKind, write_model_card
 from .publishing import push_folder, save_model_folder
@@ -48,6 +49,7 @@ class Recipe:
                                                                            args.output_dir))
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
                                       accelerator.is_main_process, resuming)
+        model = add_lora(args, model)
         return finetune(args, accelerator, model, data, processor, self.card_kind, transfer)
 
 
@@ -119,8 +121,8 @@ def hyperparameters(args, accelerator, outcome: TrainingOutcome) -> dict:
 def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind: CardKind,
                  transfer: dict | None = None) -> CardContent:
     """What the model card says about this run."""
-    config = accelerator.unwrap_model(model).config
-    state = outcome.state
+    unwrapped = accelerator.unwrap_model(model)
+    config, state = unwrapped.config, outcome.state
     return CardContent(
         kind=kind,
         repo_id=args.hub_model_id or Path(args.output_dir).resolve().name,
@@ -130,9 +132,10 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         dataset_id=data.dataset_id,
         dataset_config=data.dataset_config,
         results=outcome.final_metrics,
-        hyperparameters=hyperparameters(args, accelerator, outcome),
+        hyperparameters={**hyperparameters(args, accelerator, outcome), **lora_settings(unwrapped)},
         best={"metric": data.metrics.main, "value": state.best_metric, "step": state.best_step},
         transfer=transfer,
+        lora=is_peft_model(unwrapped),
     )
 
 

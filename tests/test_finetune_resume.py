@@ -161,10 +161,15 @@ def test_a_finished_run_is_neither_replaced_nor_continued_without_overwrite_outp
 def test_overwrite_output_dir_replaces_the_previous_run_entirely(uninterrupted_text_run, tmp_path):
     reference_folder, _ = uninterrupted_text_run
     shutil.copytree(reference_folder, tmp_path / "replaced")
+    (tmp_path / "replaced" / "hf_effattn_finetune").mkdir()  # a tracker's logs
+    (tmp_path / "replaced" / "hf_effattn_finetune" / "events.out.tfevents.1").write_text("the replaced run's")
+    (tmp_path / "replaced" / "notes.txt").write_text("no run writes this")
     text_run(tmp_path / "replaced", learning_rate=2e-3, max_train_steps=2, overwrite_output_dir=True)
     text_run(tmp_path / "fresh", learning_rate=2e-3, max_train_steps=2)
     assert_same_weights(tmp_path / "fresh", tmp_path / "replaced")
     assert sorted(path.name for path in (tmp_path / "replaced" / "checkpoints").iterdir()) == ["best", "step_2"]
+    assert not (tmp_path / "replaced" / "hf_effattn_finetune").exists()
+    assert (tmp_path / "replaced" / "notes.txt").read_text() == "no run writes this"
     assert_same_weights(tmp_path / "fresh" / "checkpoints" / "best", tmp_path / "replaced" / "checkpoints" / "best")
     results = json.loads((tmp_path / "replaced" / "all_results.json").read_text())
     assert [entry["step"] for entry in results["history"]] == [2]

@@ -38,6 +38,7 @@ from .publishing import save_model_folder
 
 logger = logging.getLogger(__name__)
 
+TRACKER_PROJECT = "hf_effattn_finetune"  # trackers that write files put them in <output_dir>/<this>
 NO_DECAY = ("bias", "LayerNorm.weight", "layernorm.weight", "layer_norm.weight", "norm.weight")
 
 
@@ -144,7 +145,7 @@ class Finetuner:
         if checkpoint is not None:
             self.resume(checkpoint)
         if self.args.with_tracking:
-            self.accelerator.init_trackers("hf_effattn_finetune", tracker_config(self.args))
+            self.accelerator.init_trackers(TRACKER_PROJECT, tracker_config(self.args))
         self.log_plan()
         with logging_redirect_tqdm(loggers=[logging.getLogger(), logging.getLogger("transformers")]):
             self.progress = tqdm(total=self.max_steps, initial=self.state.completed_steps, desc="Training",

@@ -6,8 +6,8 @@ the run saved there (``--resume_from_checkpoint``) or replaces it (``--overwrite
 ``--overwrite_output_dir``, since the resumed run rewrites its final files.
 
 A new run with ``--overwrite_output_dir`` first removes the previous run's checkpoints (``best`` included),
-final weights, results and attention-transfer report, so that neither ``latest`` nor the folder mixes two
-runs; the previous run's other Hub-ready files (config, tokenizer or image processor, model card) are
+final weights, results, attention-transfer report and tracker logs, so that neither ``latest`` nor the folder
+mixes two runs; the previous run's other Hub-ready files (config, tokenizer or image processor, model card) are
 replaced when the new run finishes, and files that no run writes are left alone.
 """
 
@@ -18,11 +18,13 @@ import shutil
 from pathlib import Path
 
 from ..transfer import REPORT_FILE
-from .checkpoints import PARTIAL_SUFFIX, REPLACED_SUFFIX, checkpoint_root
+from .checkpoints import CHECKPOINTS_DIR, PARTIAL_SUFFIX, REPLACED_SUFFIX, checkpoint_root
+from .loop import TRACKER_PROJECT
 
 RESULTS_FILE = "all_results.json"
 FINAL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
-PREVIOUS_RUN_FILES = ("model*.safetensors", "model.safetensors.index.json", RESULTS_FILE, REPORT_FILE)
+PREVIOUS_RUN_ENTRIES = (CHECKPOINTS_DIR, TRACKER_PROJECT, "model*.safetensors", "model.safetensors.index.json",
+                        RESULTS_FILE, REPORT_FILE)
 
 logger = logging.getLogger(__name__)
 
@@ -58,14 +60,13 @@ def prepare_output_folder(args, accelerator) -> None:
 
 
 def remove_previous_run(output_dir: str | Path) -> None:
-    """Remove the checkpoints, final weights, results and transfer report of the run saved in ``output_dir``."""
-    folder = Path(output_dir)
-    removed = [path for pattern in PREVIOUS_RUN_FILES for path in folder.glob(pattern)]
+    """Remove the checkpoints, final weights, results, transfer report and tracker logs of the run in ``output_dir``."""
+    removed = [path for pattern in PREVIOUS_RUN_ENTRIES for path in Path(output_dir).glob(pattern)]
     for path in removed:
-        path.unlink()
-    if checkpoint_root(folder).is_dir():
-        shutil.rmtree(checkpoint_root(folder))
-        removed.append(checkpoint_root(folder))
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     if removed:
         logger.info(f"--overwrite_output_dir: removed the previous run's {', '.join(path.name for path in removed)}")
 

@@ -23,8 +23,8 @@ from .loop import TRACKER_PROJECT
 
 RESULTS_FILE = "all_results.json"
 FINAL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
-PREVIOUS_RUN_ENTRIES = (CHECKPOINTS_DIR, TRACKER_PROJECT, "model*.safetensors", "model.safetensors.index.json",
-                        RESULTS_FILE, REPORT_FILE)
+PREVIOUS_RUN_ENTRIES = (CHECKPOINTS_DIR, TRACKER_PROJECT, *FINAL_WEIGHTS, "model-*-of-*.safetensors", RESULTS_FILE,
+                        REPORT_FILE)
 
 logger = logging.getLogger(__name__)
 

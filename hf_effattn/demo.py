@@ -67,6 +67,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--baseline", default="sdpa", choices=list_attentions(),
                         help="The mechanism to compare with (default: sdpa, exact softmax attention).")
     parser.add_argument("--output_dir", default="outputs/demo", help="Where the Hub-ready folder goes.")
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="Replace the run in --output_dir, e.g. that of an earlier demo (refused otherwise).")
     parser.add_argument("--quick", action="store_true", help="A few steps on a tiny task (a smoke test).")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
@@ -93,9 +95,9 @@ def write_base_checkpoint(folder: Path, size: DemoSize) -> Path:
 
 
 def finetune_argv(base: Path, files: dict[str, Path], mechanism: str, output_dir: Path, size: DemoSize,
-                  seed: int) -> list[str]:
-    """The fine-tuning script's options for one of the demo's runs."""
-    return [
+                  seed: int, overwrite: bool = False) -> list[str]:
+    """The fine-tuning script's options for one of the demo's runs (``overwrite``: replace a run in ``output_dir``)."""
+    return ["--overwrite_output_dir"] * overwrite + [
         "--model_name_or_path", str(base), "--attention_type", mechanism,
         "--train_file", str(files["train"]), "--validation_file", str(files["validation"]),
         "--max_length", str(size.length + 2), "--per_device_train_batch_size", "32",
@@ -173,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         for mechanism in mechanisms:
             print(f"Fine-tuning with {mechanism} attention")
             destination = output_dir if mechanism == args.attention else work / f"baseline-{mechanism}"
-            results[mechanism] = train(finetune_argv(base, files, mechanism, destination, size, args.seed))
+            results[mechanism] = train(finetune_argv(base, files, mechanism, destination, size, args.seed,
+                                                     args.overwrite_output_dir))
         print("\n  attention        validation accuracy   fine-tuning time")
         for mechanism, (accuracy, seconds) in results.items():
             print(f"  {mechanism:<16} {accuracy:>19.3f} {seconds:>16.0f} s")

@@ -3,6 +3,7 @@ reloads it as remote code in a process without the package."""
 
 import json
 
+import pytest
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 
 from hf_effattn.cli import main
@@ -20,7 +21,12 @@ def test_quick_demo_trains_both_mechanisms_and_reloads_as_remote_code(tmp_path, 
     assert config["id2label"] == {"0": "a", "1": "b"}
 
 
-def test_demo_with_another_mechanism_and_the_same_baseline(tmp_path, capsys):
-    assert main(["demo", "--quick", "--threads", "1", "--attention", "sdpa", "--output_dir", str(tmp_path)]) == 0
+def test_demo_with_another_mechanism_and_the_same_baseline_replaces_an_earlier_run_when_asked(tmp_path, capsys):
+    (tmp_path / "model.safetensors").write_text("an earlier run's model")
+    argv = ["demo", "--quick", "--threads", "1", "--attention", "sdpa", "--output_dir", str(tmp_path)]
+    with pytest.raises(ValueError, match="holds a finished run .*pass --overwrite_output_dir"):
+        main(argv)
+    capsys.readouterr()
+    assert main([*argv, "--overwrite_output_dir"]) == 0
     out = capsys.readouterr().out
     assert out.count("Fine-tuning with") == 1  # the baseline is the mechanism: trained once

@@ -193,6 +193,9 @@ def test_the_script_leaves_an_adapter_and_its_base(script_output):
                  f"{BASE_DIR}/config.json", f"{BASE_DIR}/model.safetensors", f"{BASE_DIR}/modeling_effattn_roberta.py",
                  "checkpoints/best/adapter_model.safetensors", f"checkpoints/best/{BASE_DIR}/model.safetensors"):
         assert (output / file).is_file(), file
+    for folder in (output, output / "checkpoints" / "best"):  # best/ was written elsewhere, then renamed
+        config = json.loads((folder / "adapter_config.json").read_text())
+        assert config["base_model_name_or_path"] == str((folder / BASE_DIR).resolve())
     assert not (output / "model.safetensors").exists()
     adapter = load_file(str(output / "adapter_model.safetensors"))
     assert any("lora_A" in key for key in adapter) and any("classifier" in key for key in adapter)

@@ -1,5 +1,6 @@
 """Two CPU processes (``accelerate launch`` with gloo) train the same model as one process with the same global
-batch: 2 x 4 examples per step against 1 x 8, with DDP (``configs/cpu_2proc.yaml``) and with FSDP's full sharding
+batch: 2 x 4 examples per step against 1 x 8, with DDP (``configs/cpu_2proc.yaml``, with tensorboard tracking, which
+must not end the process group before the final save) and with FSDP's full sharding
 (``configs/fsdp_full_shard.yaml``), the latter also stopped at a checkpoint (``accelerator.save_state`` of the
 sharded model, optimizer and scheduler) and resumed; under FSDP a masked-LM model keeps its tied weights and
 reloads its saved state exactly. Hybrid sharding and DeepSpeed need GPUs: not run here."""
@@ -40,12 +41,15 @@ def assert_same_weights(folder_two, folder_one):
         torch.testing.assert_close(weights_two[name], weights_one[name], atol=1e-5, rtol=1e-4, msg=name)
 
 
-def test_two_cpu_processes_match_one_process_with_the_same_global_batch(tmp_path):
+def test_two_cpu_processes_with_tracking_match_one_process_with_the_same_global_batch(tmp_path):
     single, common = run_once(tmp_path / "one", "kerformer", "mnli")
     result = launch_two_cpu_processes("cpu_2proc", TEXT_SCRIPT, [
-        *common, *training_options(tmp_path / "two", num_train_epochs=2, per_device_train_batch_size=4)])
+        *common, *training_options(tmp_path / "two", num_train_epochs=2, per_device_train_batch_size=4,
+                                   with_tracking=True, report_to="tensorboard")])
     assert result.returncode == 0, result.stderr[-4000:]
     assert "2 process(es)" in result.stderr  # the loop's plan, logged by the main process
+    assert (tmp_path / "two" / "README.md").is_file()  # the model card, written after the final save
+    assert len(list((tmp_path / "two" / "hf_effattn_finetune").glob("events.out.tfevents.*"))) == 1
 
     assert_same_weights(tmp_path / "two", tmp_path / "one")
     results_two = json.loads((tmp_path / "two" / "all_results.json").read_text())

@@ -101,6 +101,7 @@ def finetune(mechanism: str, stage: str, args) -> dict:
         "--max_length", str(args.max_length), "--per_device_train_batch_size", str(args.batch_size),
         "--per_device_eval_batch_size", "64", "--learning_rate", str(args.learning_rate),
         "--max_train_steps", str(steps), "--seed", str(args.seed), "--output_dir", str(output),
+        "--overwrite_output_dir",
     ])
     return {"steps": steps, "validation": outcome.final_metrics["validation"]}
 

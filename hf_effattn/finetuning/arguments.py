@@ -94,6 +94,10 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--dataloader_num_workers", type=non_negative_int, default=0,
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")
+    group.add_argument("--overwrite_output_dir", action="store_true",
+                       help="Replace the run saved in a non-empty --output_dir (refused otherwise): a new run "
+                            "removes its checkpoints and results first; with --resume_from_checkpoint, resume into "
+                            "a finished run.")
     group.add_argument("--checkpointing_steps", type=checkpointing_value, default=None,
                        help="Save the full training state every N optimizer steps, or at each 'epoch'.")
     group.add_argument("--resume_from_checkpoint", default=None,

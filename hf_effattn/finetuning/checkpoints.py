@@ -1,31 +1,46 @@
 """Checkpoints of a training run: the full Accelerate state (model weights as safetensors, optimizer,
-scheduler, random number generators, sampler) plus ``training_state.json`` (the step reached, the
-evaluation history and the best result so far).
+scheduler, random number generators, sampler) plus ``training_state.json`` (the step reached, the run's
+fingerprint, the evaluation history and the best result so far).
 
-``training_state.json`` is written last, so a folder without it (a run killed while saving) is never
-taken for a checkpoint. Checkpoints live under ``<output_dir>/checkpoints/`` (``step_<N>``, ``epoch_<N>``,
-and ``best``, the best model by the task's main metric), apart from the Hub-ready files of the output
-folder, and are not uploaded.
+Checkpoints live under ``<output_dir>/checkpoints/`` (``step_<N>``, ``epoch_<N>``, and ``best``, the best
+model by the task's main metric), apart from the Hub-ready files of the output folder, and are not uploaded.
+
+A kill at any moment leaves no half-written checkpoint: each folder is written into a temporary sibling
+(``.<name>.partial``) and renamed into place once complete; a folder it replaces is first moved aside
+(``.<name>.replaced``) and removed afterwards. ``latest`` takes only ``step_<N>`` and ``epoch_<N>`` folders,
+and skips, naming it in a warning, one whose training state is missing or unreadable.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import re
+import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Callable
+
+from .fingerprint import fingerprint_differences
 
 STATE_FILE = "training_state.json"
 CHECKPOINTS_DIR = "checkpoints"
 BEST_DIR = "best"
+PARTIAL_SUFFIX = ".partial"
+REPLACED_SUFFIX = ".replaced"
+CHECKPOINT_NAME = re.compile(r"(step|epoch)_\d+")
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
 class TrainingState:
-    """What the loop knows beyond the Accelerate state: enough to resume exactly where it stopped."""
+    """What the loop knows beyond the Accelerate state: enough to resume exactly where it stopped, and the
+    fingerprint (:mod:`.fingerprint`) of the run, which a resuming run must share."""
 
     completed_steps: int = 0
-    steps_per_epoch: int = 0
-    num_processes: int = 1
+    fingerprint: dict = field(default_factory=dict)
     best_metric: float | None = None
     best_step: int | None = None
     history: list[dict] = field(default_factory=list)
@@ -41,43 +56,104 @@ def checkpoint_root(output_dir: str | Path) -> Path:
     return Path(output_dir) / CHECKPOINTS_DIR
 
 
-def save_checkpoint(accelerator, folder: Path, state: TrainingState) -> None:
-    """Save the Accelerate state into ``folder``, then (main process) the training state that completes it."""
-    accelerator.save_state(str(folder), safe_serialization=True)
+def temporary_sibling(folder: Path, suffix: str) -> Path:
+    """A hidden folder beside ``folder`` for its replacement (``.partial``) or its previous copy (``.replaced``)."""
+    return folder.with_name(f".{folder.name}{suffix}")
+
+
+def replace_folder(accelerator, folder: Path, write: Callable[[Path], None]) -> None:
+    """Write ``folder`` anew, safe from kills: every process runs ``write(partial)`` into a temporary sibling,
+    which the main process then renames into place once all are done."""
+    partial = temporary_sibling(folder, PARTIAL_SUFFIX)
     if accelerator.is_main_process:
-        (folder / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
+        shutil.rmtree(partial, ignore_errors=True)  # left by a save that was killed
+    accelerator.wait_for_everyone()
+    write(partial)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        move_into_place(partial, folder)
     accelerator.wait_for_everyone()
 
 
+def move_into_place(partial: Path, folder: Path) -> None:
+    """Rename the complete folder ``partial`` to ``folder``; an existing ``folder`` is moved aside first and removed
+    after, so that a kill in between leaves ``folder`` missing (and ``latest`` takes an earlier checkpoint)."""
+    replaced = temporary_sibling(folder, REPLACED_SUFFIX)
+    shutil.rmtree(replaced, ignore_errors=True)
+    if folder.exists():
+        os.replace(folder, replaced)
+    os.replace(partial, folder)
+    shutil.rmtree(replaced, ignore_errors=True)
+
+
+def save_checkpoint(accelerator, folder: Path, state: TrainingState) -> None:
+    """Save the Accelerate state and (main process) the training state as the checkpoint ``folder``."""
+    def write(partial: Path) -> None:
+        accelerator.save_state(str(partial), safe_serialization=True)
+        if accelerator.is_main_process:
+            write_state(partial, state)
+
+    replace_folder(accelerator, folder, write)
+
+
+def write_state(folder: Path, state: TrainingState) -> None:
+    """Write ``state`` as the training state of the checkpoint folder ``folder``."""
+    (folder / STATE_FILE).write_text(json.dumps(asdict(state), indent=2))
+
+
 def read_state(folder: Path) -> TrainingState:
-    """The training state saved in a checkpoint folder."""
-    return TrainingState(**json.loads((folder / STATE_FILE).read_text()))
+    """The training state saved in a checkpoint folder; ``ValueError`` when it is missing or unreadable."""
+    path = folder / STATE_FILE
+    if not path.is_file():
+        raise ValueError(f"{folder} is not a complete checkpoint (no {STATE_FILE})")
+    try:
+        return TrainingState(**json.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError, TypeError) as error:
+        raise ValueError(f"{path} is unreadable ({type(error).__name__}: {error})") from None
 
 
 def latest_checkpoint(output_dir: str | Path) -> Path | None:
-    """The complete checkpoint with the most steps under ``output_dir`` (``None`` if there is none)."""
-    folders = [path.parent for path in checkpoint_root(output_dir).glob(f"*/{STATE_FILE}")]
-    return max(folders, key=lambda folder: read_state(folder).completed_steps, default=None)
+    """The complete checkpoint with the most steps under ``output_dir`` (``None`` if there is none); a checkpoint
+    folder without a readable training state is skipped with a warning that names it."""
+    root = checkpoint_root(output_dir)
+    steps = {}
+    for folder in sorted(root.iterdir()) if root.is_dir() else ():
+        if CHECKPOINT_NAME.fullmatch(folder.name):
+            try:
+                steps[folder] = read_state(folder).completed_steps
+            except ValueError as error:
+                logger.warning(f"Skipping a checkpoint: {error}.")
+    return max(steps, key=steps.get, default=None)
 
 
 def resolve_checkpoint(requested: str, output_dir: str | Path) -> Path | None:
     """``--resume_from_checkpoint``: a checkpoint folder, or ``latest`` (``None`` when there is none yet)."""
     if requested == "latest":
-        return latest_checkpoint(output_dir)
+        folder = latest_checkpoint(output_dir)
+        if folder is None:
+            logger.info(f"No checkpoint under {checkpoint_root(output_dir)} yet: starting from scratch.")
+        return folder
     folder = Path(requested)
-    if not (folder / STATE_FILE).is_file():
-        raise FileNotFoundError(
-            f"{folder} is not a complete checkpoint (no {STATE_FILE}): give a step_<N>/epoch_<N> folder under "
-            f"{checkpoint_root(output_dir)}, or 'latest'."
-        )
+    try:
+        read_state(folder)
+    except ValueError as error:
+        raise ValueError(f"--resume_from_checkpoint: {error}. Give a step_<N>/epoch_<N> folder under "
+                         f"{checkpoint_root(output_dir)}, or 'latest'.") from None
     return folder
 
 
-def check_compatible(saved: TrainingState, steps_per_epoch: int, num_processes: int, folder: Path) -> None:
-    """Raise when the run resuming from ``folder`` would not see the same batches as the one that saved it."""
-    if (saved.steps_per_epoch, saved.num_processes) != (steps_per_epoch, num_processes):
+def check_resumable(saved: TrainingState, fingerprint: dict, max_steps: int, folder: Path) -> None:
+    """Raise when a run with ``fingerprint`` and a budget of ``max_steps`` optimizer steps would not continue the
+    run that saved ``folder`` (``saved``) on the same path: each difference is named."""
+    problems = []
+    if saved.completed_steps > max_steps:
+        problems.append(f"it is at step {saved.completed_steps}, beyond this run's step budget of {max_steps}")
+    differences = fingerprint_differences(saved.fingerprint, fingerprint)
+    if differences:
+        problems.append("it was saved by a run with other settings: " + "; ".join(differences))
+    if problems:
         raise ValueError(
-            f"{folder} was saved by a run with {saved.steps_per_epoch} steps per epoch on {saved.num_processes} "
-            f"process(es); this run has {steps_per_epoch} on {num_processes}. Resume with the same data, batch "
-            "size, gradient accumulation and number of processes."
+            f"Cannot resume from {folder}: {'; and '.join(problems)}. A resumed run must see the same batches and "
+            "take the same optimizer steps as the run it continues: resume with that run's settings, or start a "
+            "new run (another --output_dir, or --overwrite_output_dir)."
         )

@@ -19,23 +19,26 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
 from .checkpoints import (
     BEST_DIR,
     TrainingState,
-    check_compatible,
+    check_resumable,
     checkpoint_root,
     read_state,
-    resolve_checkpoint,
+    replace_folder,
     save_checkpoint,
 )
 from .data import PreparedData
+from .fingerprint import run_fingerprint
 from .publishing import save_model_folder
 
 logger = logging.getLogger(__name__)
 
+TRACKER_PROJECT = "hf_effattn_finetune"  # trackers that write files put them in <output_dir>/<this>
 NO_DECAY = ("bias", "LayerNorm.weight", "layernorm.weight", "layer_norm.weight", "norm.weight")
 
 
@@ -126,29 +129,29 @@ class Finetuner:
             num_warmup_steps=args.num_warmup_steps * accelerator.num_processes,
             num_training_steps=self.max_steps * accelerator.num_processes,
         ))
-        self.state = TrainingState(steps_per_epoch=self.steps_per_epoch, num_processes=accelerator.num_processes)
+        fingerprint = run_fingerprint(args, accelerator, self.model, data, self.steps_per_epoch, self.max_steps)
+        self.state = TrainingState(fingerprint=fingerprint)
         self.progress = None
 
     # -- the run -------------------------------------------------------------------------------------------
 
-    def train(self) -> TrainingOutcome:
-        """Train (resuming if asked) to the last step or to ``--stop_after_steps``; evaluate each epoch. Log lines
-        go through tqdm meanwhile, so that they never break into the progress bar."""
+    def train(self, checkpoint: Path | None = None) -> TrainingOutcome:
+        """Train (from ``checkpoint``, if given) to the last step or to ``--stop_after_steps``; evaluate each epoch.
+        Log lines go through tqdm meanwhile, so that they never break into the progress bar. Trackers stay open:
+        ``accelerator.end_training()`` (which also ends the process group) comes after the final save."""
         from tqdm.auto import tqdm
         from tqdm.contrib.logging import logging_redirect_tqdm
 
-        if self.args.resume_from_checkpoint:
-            self.resume(self.args.resume_from_checkpoint)
+        if checkpoint is not None:
+            self.resume(checkpoint)
         if self.args.with_tracking:
-            self.accelerator.init_trackers("hf_effattn_finetune", tracker_config(self.args))
+            self.accelerator.init_trackers(TRACKER_PROJECT, tracker_config(self.args))
         self.log_plan()
         with logging_redirect_tqdm(loggers=[logging.getLogger(), logging.getLogger("transformers")]):
             self.progress = tqdm(total=self.max_steps, initial=self.state.completed_steps, desc="Training",
                                  disable=not self.accelerator.is_local_main_process)
             finished = self.run_epochs()
             self.progress.close()
-        if self.args.with_tracking:
-            self.accelerator.end_training()
         return TrainingOutcome(self.state, finished, self.max_steps)
 
     def run_epochs(self) -> bool:
@@ -236,8 +239,9 @@ class Finetuner:
         best = self.state.best_metric
         if best is None or math.isnan(best) or main_value > best:  # NaN: e.g. a correlation of constant predictions
             self.state.best_metric, self.state.best_step = main_value, step
-            save_model_folder(self.accelerator, self.model, self.processor,
-                              checkpoint_root(self.args.output_dir) / BEST_DIR)
+            best_folder = checkpoint_root(self.args.output_dir) / BEST_DIR
+            replace_folder(self.accelerator, best_folder, lambda partial: save_model_folder(
+                self.accelerator, self.model, self.processor, partial, final_folder=best_folder))
 
     # -- checkpoints ---------------------------------------------------------------------------------------
 
@@ -253,14 +257,10 @@ class Finetuner:
         save_checkpoint(self.accelerator, folder, self.state)
         logger.info(f"Saved checkpoint {folder}")
 
-    def resume(self, requested: str) -> None:
-        """Restore the full state of a checkpoint (``latest``: the newest in the output folder, if any)."""
-        folder = resolve_checkpoint(requested, self.args.output_dir)
-        if folder is None:
-            logger.info(f"No checkpoint under {checkpoint_root(self.args.output_dir)} yet: starting from scratch.")
-            return
+    def resume(self, folder: Path) -> None:
+        """Restore the full state of the checkpoint ``folder``, saved by a run with this one's fingerprint."""
         saved = read_state(folder)
-        check_compatible(saved, self.steps_per_epoch, self.accelerator.num_processes, folder)
+        check_resumable(saved, self.state.fingerprint, self.max_steps, folder)
         self.accelerator.load_state(str(folder))
         self.state = saved
         logger.info(f"Resumed from {folder} at step {saved.completed_steps} of {self.max_steps}")

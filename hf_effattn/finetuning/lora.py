@@ -132,15 +132,17 @@ def base_state_dict(state_dict: dict) -> dict:
 
 
 def save_adapter_folder(model, folder, state_dict: dict | None = None, is_main_process: bool = True,
-                        save_function=None) -> None:
+                        save_function=None, final_folder=None) -> None:
     """Save PEFT ``model``'s adapter into ``folder`` and its base (the model without LoRA, the trained mechanism
     parameters included) into ``folder/base_model``, named as the adapter's base. ``state_dict``: ``model``'s full
-    one (default ``model.state_dict()``; under Accelerate, ``accelerator.get_state_dict(model)``)."""
+    one (default ``model.state_dict()``; under Accelerate, ``accelerator.get_state_dict(model)``).
+    ``final_folder``: where ``folder`` is renamed to once complete (a crash-safe save), so that the adapter names
+    its base where it will be."""
     state_dict = model.state_dict() if state_dict is None else state_dict
-    base_folder = (Path(folder) / BASE_DIR).resolve()
     base = model.get_base_model()
-    base.save_pretrained(base_folder, state_dict=base_state_dict(state_dict), is_main_process=is_main_process,
+    base.save_pretrained(Path(folder) / BASE_DIR, state_dict=base_state_dict(state_dict),
+                         is_main_process=is_main_process,
                          **({} if save_function is None else {"save_function": save_function}))
     config = model.peft_config["default"]
-    config.base_model_name_or_path = str(base_folder)
+    config.base_model_name_or_path = str((Path(final_folder or folder) / BASE_DIR).resolve())
     model.save_pretrained(folder, state_dict=state_dict, is_main_process=is_main_process)

@@ -21,14 +21,16 @@ logger = logging.getLogger(__name__)
 TRUE_VALUES = {"1", "on", "yes", "true"}
 
 
-def save_model_folder(accelerator, model, processor, folder: str | Path) -> None:
+def save_model_folder(accelerator, model, processor, folder: str | Path, final_folder: str | Path | None = None
+                      ) -> None:
     """Save the (unwrapped) model and its tokenizer or image processor into ``folder`` (main process writes); a
-    LoRA model as its adapter plus its base (:func:`~hf_effattn.finetuning.lora.save_adapter_folder`)."""
+    LoRA model as its adapter plus its base (:func:`~hf_effattn.finetuning.lora.save_adapter_folder`), named at
+    ``final_folder`` when ``folder`` is a temporary one renamed there once complete."""
     accelerator.wait_for_everyone()
     unwrapped, state_dict = accelerator.unwrap_model(model), accelerator.get_state_dict(model)
     if is_peft_model(unwrapped):
         save_adapter_folder(unwrapped, folder, state_dict, is_main_process=accelerator.is_main_process,
-                            save_function=accelerator.save)
+                            save_function=accelerator.save, final_folder=final_folder)
     else:
         unwrapped.save_pretrained(folder, is_main_process=accelerator.is_main_process,
                                   save_function=accelerator.save, state_dict=state_dict)

@@ -16,9 +16,9 @@ from .checkpoints import resolve_checkpoint
 from .lora import add_lora, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
 from .model_card import CardContent, CardKind, write_model_card
+from .output_folder import RESULTS_FILE, prepare_output_folder
 from .publishing import push_folder, save_model_folder
 
-RESULTS_FILE = "all_results.json"
 logger = logging.getLogger(__name__)
 
 
@@ -40,17 +40,18 @@ class Recipe:
         """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""
         args = self.parse_args(argv)
         accelerator = create_accelerator(args)
+        prepare_output_folder(args, accelerator)
+        checkpoint = (resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+                      if args.resume_from_checkpoint else None)
         processor = self.load_processor(args.model_name_or_path)
         with accelerator.main_process_first():
             data = self.prepare_data(args, processor)
         model = self.load_model(args, data.labels)
         check_against_model(args, model.config)
-        resuming = bool(args.resume_from_checkpoint and resolve_checkpoint(args.resume_from_checkpoint,
-                                                                           args.output_dir))
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
-                                      accelerator.is_main_process, resuming)
+                                      accelerator.is_main_process, resuming=checkpoint is not None)
         model = add_lora(args, model)
-        return finetune(args, accelerator, model, data, processor, self.card_kind, transfer)
+        return finetune(args, accelerator, model, data, processor, self.card_kind, transfer, checkpoint)
 
 
 def attention_transfer(args, model, data, batch_size: int, device, main_process: bool,
@@ -85,13 +86,16 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
     return report.to_dict()
 
 
-def finetune(args, accelerator, model, data, processor, kind: CardKind,
-             transfer: dict | None = None) -> TrainingOutcome:
-    """Train ``model`` on ``data``; when the run reaches its last step, publish the final folder."""
+def finetune(args, accelerator, model, data, processor, kind: CardKind, transfer: dict | None = None,
+             checkpoint: Path | None = None) -> TrainingOutcome:
+    """Train ``model`` on ``data`` (from ``checkpoint``, if given); when the run reaches its last step, publish the
+    final folder. The trackers end last: ``accelerator.end_training()`` also ends the process group."""
     finetuner = Finetuner(args, accelerator, model, data, processor)
-    outcome = finetuner.train()
+    outcome = finetuner.train(checkpoint)
     if outcome.finished:
         publish(args, accelerator, finetuner.model, processor, data, outcome, kind, transfer)
+    if args.with_tracking:
+        accelerator.end_training()
     return outcome
 
 

@@ -31,6 +31,20 @@ class EffAttnConfigMixin:
         """The longest input (in tokens) that the model can embed."""
         raise NotImplementedError
 
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type`` or ``attention_config``
+        among ``kwargs`` (as ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=...)`` pass them;
+        ``None`` keeps the saved value) replaces the saved one before validation. Another ``attention_type``
+        starts from its own defaults, never from the saved mechanism's settings."""
+        config_dict = dict(config_dict)
+        attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
+        if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):
+            config_dict.update(attention_type=attention_type, attention_config=None)
+        if attention_config is not None:
+            config_dict["attention_config"] = attention_config
+        return super().from_dict(config_dict, **kwargs)
+
     def setup_attention(self) -> None:
         """Check the model shape and the mechanism settings; store the complete settings dict."""
         if self.hidden_size % self.num_attention_heads:

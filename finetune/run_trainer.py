@@ -11,7 +11,8 @@ model options (``--attention_type``, ``--attention_config``, ``--attention_trans
 The heads set ``accepts_loss_kwargs = False`` (their loss is a mean, plus the mechanisms' auxiliary loss),
 so Trainer scales the loss correctly under gradient accumulation. The output folder is Hub-ready, with the
 model card of ``model_cards/template.md``; ``--push_to_hub`` uploads it with hf_effattn's publisher (and
-not Trainer's, which would replace the card).
+not Trainer's, which would replace the card): only the Hub-ready files, never Trainer's ``checkpoint-*`` folders
+or pickles (``publishing.HUB_IGNORE_PATTERNS``), and the card names the repository as the Hub does.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
 from hf_effattn.finetuning.arguments import add_model_arguments
-from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
+from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_writer
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
-from hf_effattn.finetuning.publishing import push_folder
+from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 
@@ -72,7 +73,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
     """What the model card says about this Trainer run."""
     return CardContent(
         kind=TEXT_CLASSIFICATION,
-        repo_id=training_args.hub_model_id or training_args.output_dir.rstrip("/").split("/")[-1],
+        repo_id=repository_name(training_args.hub_model_id, training_args.output_dir),
         attention_type=model.config.attention_type,
         attention_config=model.config.attention_config,
         base_model=options.model_name_or_path,
@@ -106,10 +107,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     trainer.save_model()
     if trainer.is_world_process_zero():
         content = card_content(training_args, options, model, data, results, transfer)
-        write_model_card(training_args.output_dir, content)
-        if training_args.push_to_hub:
-            push_folder(training_args.output_dir, content.repo_id, token=training_args.hub_token,
-                        private=bool(training_args.hub_private_repo))
+        publish_folder(training_args.output_dir, content.repo_id, card_writer(training_args.output_dir, content),
+                       push=training_args.push_to_hub, token=training_args.hub_token,
+                       private=bool(training_args.hub_private_repo))
     return results
 
 

@@ -6,7 +6,9 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import torch
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from finetune_fixtures import (
@@ -64,7 +66,8 @@ def test_card_for_local_sources_and_images_has_no_invalid_hub_references(tmp_pat
 
 
 class RecordingHubApi:
-    """Stands in for ``huggingface_hub.HfApi``: records the calls instead of making them."""
+    """Stands in for ``huggingface_hub.HfApi``: records the calls instead of making them; a repository name without
+    a namespace goes under the user ``someone``, as the Hub puts it under the token's user."""
 
     calls = []
 
@@ -75,29 +78,70 @@ class RecordingHubApi:
         from huggingface_hub import RepoUrl
 
         self.calls.append(("create_repo", repo_id, private, exist_ok))
-        return RepoUrl(f"https://huggingface.co/{repo_id}")
+        return RepoUrl(f"https://huggingface.co/{repo_id if '/' in repo_id else 'someone/' + repo_id}")
 
     def upload_folder(self, **kwargs):
         self.calls.append(("upload_folder", kwargs))
 
+    @classmethod
+    def uploaded_files(cls, upload: dict) -> list[str]:
+        """The files of the recorded ``upload_folder`` call that would reach the Hub, as ``huggingface_hub`` filters
+        them."""
+        from huggingface_hub.utils import filter_repo_objects
 
-def test_push_creates_the_repository_and_uploads_the_folder_without_checkpoints(tmp_path, monkeypatch):
+        folder = Path(upload["folder_path"])
+        files = [path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()]
+        return sorted(filter_repo_objects(files, ignore_patterns=upload["ignore_patterns"]))
+
+
+@pytest.fixture
+def recording_hub(monkeypatch):
     monkeypatch.setattr("huggingface_hub.HfApi", RecordingHubApi)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     RecordingHubApi.calls.clear()
-    url = publishing.push_folder(tmp_path, "someone/model", token="hf_test", private=True)
-    assert url == "https://huggingface.co/someone/model"
-    (_, repo_id, private, exist_ok), (_, upload) = RecordingHubApi.calls
-    assert (repo_id, private, exist_ok) == ("someone/model", True, True)
-    assert upload["folder_path"] == str(tmp_path) and upload["ignore_patterns"] == ["checkpoints/**"]
+    return RecordingHubApi
+
+
+def test_push_creates_the_repository_then_writes_the_card_and_uploads_the_folder(tmp_path, recording_hub):
+    for name in ("model.safetensors", "config.json", "checkpoints/step_2/optimizer.bin", "checkpoint-2/rng_state.pth",
+                 "training_args.bin", "_private.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    named = []
+    url = publishing.publish_folder(tmp_path, "model", named.append, push=True, token="hf_test", private=True)
+    assert url == "https://huggingface.co/someone/model" and named == ["someone/model"]  # the card names the Hub repo
+    (_, repo_id, private, exist_ok), (_, upload) = recording_hub.calls
+    assert (repo_id, private, exist_ok) == ("model", True, True)
+    assert upload["repo_id"] == "someone/model" and upload["folder_path"] == str(tmp_path)
+    assert recording_hub.uploaded_files(upload) == ["config.json", "model.safetensors"]
 
 
 def test_push_without_a_token_explains_and_keeps_the_folder(tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    named = []
     with caplog.at_level(logging.WARNING):
-        assert publishing.push_folder(tmp_path, "someone/model") is None
-    assert "no Hugging Face token was found" in caplog.text and tmp_path.is_dir()
+        assert publishing.publish_folder(tmp_path, "model", named.append, push=True) is None
+    assert "no Hugging Face token was found" in caplog.text and tmp_path.is_dir() and named == ["model"]
+    assert "--hub_model_id user/model" in caplog.text and "--exclude 'checkpoint-*/*'" in caplog.text
+
+
+def test_trainer_push_uploads_the_hub_ready_folder_only(tmp_path, recording_hub):
+    load_script("run_trainer").main([
+        "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
+        "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH), "--output_dir", str(tmp_path / "run"),
+        "--per_device_train_batch_size", "8", "--max_steps", "1", "--save_strategy", "steps", "--save_steps", "1",
+        "--report_to", "none", "--use_cpu", "--push_to_hub", "--hub_token", "hf_test",
+    ])
+    assert (tmp_path / "run" / "checkpoint-1" / "optimizer.pt").is_file()  # Trainer's checkpoints are there...
+    (_, repo_id, *_), (_, upload) = recording_hub.calls
+    assert repo_id == "run" and upload["repo_id"] == "someone/run"
+    uploaded = recording_hub.uploaded_files(upload)
+    assert not [name for name in uploaded if "checkpoint" in name or name.endswith((".bin", ".pt", ".pth"))]  # ...not sent
+    for name in ("model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_effattn_roberta.py"):
+        assert name in uploaded
+    card = ModelCard.load(tmp_path / "run" / "README.md")
+    assert card.data.model_name == "someone/run" and 'from_pretrained("someone/run", trust_remote_code=True)' in card.text
 
 
 def test_offline_push_to_hub_keeps_the_trained_folder_and_says_why(tmp_path, monkeypatch, caplog):

@@ -9,6 +9,7 @@ the model with ``trust_remote_code=True``.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,3 +191,9 @@ def write_model_card(folder: str | Path, content: CardContent) -> Path:
     path = Path(folder) / "README.md"
     render_model_card(content).save(path)
     return path
+
+
+def card_writer(folder: str | Path, content: CardContent):
+    """``write_card(repo_id)`` for :func:`~hf_effattn.finetuning.publishing.publish_folder`: ``content``'s card, naming
+    the repository ``repo_id``, into ``folder``."""
+    return lambda repo_id: write_model_card(folder, dataclasses.replace(content, repo_id=repo_id))

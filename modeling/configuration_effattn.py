@@ -18,7 +18,7 @@ for ViT the number of patches plus the [CLS] token.
 
 from __future__ import annotations
 
-from .transformers_version import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
+from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 from transformers import RobertaConfig, ViTConfig
 
 from .attentions import build_settings

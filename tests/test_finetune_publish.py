@@ -22,6 +22,7 @@ from finetune_fixtures import (
 )
 from huggingface_hub import ModelCard
 
+import hf_effattn
 from hf_effattn.finetuning import publishing
 from hf_effattn.finetuning.model_card import IMAGE_CLASSIFICATION, TEXT_CLASSIFICATION, CardContent, render_model_card
 
@@ -51,11 +52,41 @@ def test_card_metadata_for_hub_datasets_and_checkpoints():
 
 def test_card_body_names_the_mechanism_results_settings_and_loading():
     text = render_model_card(card_content()).text
-    assert "Gan et al., Kerformer" in text and '"se_mode": "token"' in text
+    assert "Kerformer, Frontiers in Neurorobotics 2023](https://doi.org/10.3389/fnbot.2023.1214203)" in text
+    assert '"se_mode": "token"' in text
     assert "| validation | f1 | 0.9000 |" in text and "| `learning_rate` | 2e-05 |" in text
     assert 'AutoModelForSequenceClassification.from_pretrained("someone/roberta-kerformer-mrpc", ' \
            "trust_remote_code=True)" in text
     assert "step 300" in text
+
+
+@pytest.mark.parametrize("attention_type", hf_effattn.list_attentions())
+def test_card_cites_the_mechanism_as_its_class_does(attention_type):
+    description = hf_effattn.describe_attention(attention_type)
+    text = render_model_card(card_content(attention_type=attention_type, attention_config={})).text
+    assert f"| Equations | {description['equations']} |" in text
+    assert f"## Citation\n\nThe attention mechanism's paper:\n\n```bibtex\n{description['citation']}\n```" in text
+    assert description["citation"].startswith("@") and description["paper"].split(",")[0] in text
+    assert (f"]({description['paper_url']})" in text) == (description["paper_url"] is not None)
+
+
+def test_card_limitations_say_what_trained_the_attention_and_which_versions_load_it():
+    def limitations(**changes) -> str:
+        text = render_model_card(card_content(**changes)).text
+        return text[text.index("## Limitations"):text.index("## Citation")]
+
+    supported = "Transformers >=5,<6 and PyTorch >=2.4. On Transformers 4 it refuses with a message naming the version"
+    fine_tuned = limitations()
+    assert "its new parameters started from random values and were trained only on the fine-tuning data " \
+           "([nyu-mll/glue (mrpc)]" in fine_tuned and supported in fine_tuned
+    transfer = {"steps": 10, "examples_seen": 40, "data": "texts", "train": "attention", "learning_rate": 3e-3,
+                "hidden_cosine_before": 0.5, "hidden_cosine_after": 0.9, "layers": []}
+    assert "first trained by attention transfer to imitate the original softmax attention (above), then on the " \
+           "fine-tuning data" in limitations(transfer=transfer)
+    assert "are untrained: fine-tune the model" in limitations(results={})
+    assert "trained only by attention transfer (above), with no labels" in limitations(results={}, transfer=transfer)
+    assert "trained from scratch (preset `roberta-base/kerformer`" in limitations(base_model="roberta-base/kerformer")
+    assert limitations(attention_type="sdpa", attention_config={}).count("\n- ") == 1  # the versions only
 
 
 def test_card_for_local_sources_and_images_has_no_invalid_hub_references(tmp_path):

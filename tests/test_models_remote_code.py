@@ -114,3 +114,15 @@ def test_remote_code_on_an_older_transformers_names_the_version_it_needs(tmp_pat
     assert result.stdout.splitlines() == 3 * [
         "This efficient-attention model (hf_effattn) needs Transformers >=5,<6, but Transformers 4.57.1 is installed: "
         'run `pip install -U "transformers>=5,<6"`.']
+
+
+def test_supported_versions_are_the_packages_requirements():
+    from configparser import ConfigParser
+    from pathlib import Path
+
+    from hf_effattn.modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
+
+    setup = ConfigParser()
+    setup.read(Path(__file__).resolve().parents[1] / "setup.cfg")
+    requirements = setup["options"]["install_requires"].split()
+    assert f"transformers{SUPPORTED_TRANSFORMERS}" in requirements and f"torch{SUPPORTED_TORCH}" in requirements

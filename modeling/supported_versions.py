@@ -1,4 +1,4 @@
-"""The Transformers versions this model code runs on, checked when it is imported.
+"""The Transformers and PyTorch versions this model code runs on; Transformers' is checked when it is imported.
 
 Importing this file raises an ``ImportError`` that names the required version on an older Transformers: the
 Hub folders that ``save_pretrained`` writes carry this code, and Transformers 4 would otherwise fail on them with
@@ -8,6 +8,7 @@ an unrelated error. The configuration and model files import it before anything 
 import transformers
 
 SUPPORTED_TRANSFORMERS = ">=5,<6"
+SUPPORTED_TORCH = ">=2.4"
 
 
 def check_transformers_version(version: str) -> None:

@@ -168,11 +168,13 @@ def test_trainer_push_uploads_the_hub_ready_folder_only(tmp_path, recording_hub)
     (_, repo_id, *_), (_, upload) = recording_hub.calls
     assert repo_id == "run" and upload["repo_id"] == "someone/run"
     uploaded = recording_hub.uploaded_files(upload)
-    assert not [name for name in uploaded if "checkpoint" in name or name.endswith((".bin", ".pt", ".pth"))]  # ...not sent
+    sent_pickles = [name for name in uploaded if "checkpoint" in name or name.endswith((".bin", ".pt", ".pth"))]
+    assert not sent_pickles  # ...but not sent
     for name in ("model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_effattn_roberta.py"):
         assert name in uploaded
     card = ModelCard.load(tmp_path / "run" / "README.md")
-    assert card.data.model_name == "someone/run" and 'from_pretrained("someone/run", trust_remote_code=True)' in card.text
+    assert card.data.model_name == "someone/run"
+    assert 'from_pretrained("someone/run", trust_remote_code=True)' in card.text
 
 
 def test_offline_push_to_hub_keeps_the_trained_folder_and_says_why(tmp_path, monkeypatch, caplog):

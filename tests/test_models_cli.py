@@ -65,7 +65,8 @@ def test_converted_sentence_transformer_keeps_its_pooling_and_normalisation(tmp_
     transformers.BertTokenizer(str(tmp_path / "vocab.txt")).save_pretrained(tmp_path / "bert")
     original = SentenceTransformer(modules=[Transformer(str(tmp_path / "bert")), Pooling(16, "mean"), Normalize()])
     original.save(str(tmp_path / "st"))
-    assert run(conversion, [str(tmp_path / "st"), "--attention_type", "sdpa", "--output_dir", str(tmp_path / "out")]) == 0
+    argv = [str(tmp_path / "st"), "--attention_type", "sdpa", "--output_dir", str(tmp_path / "out")]
+    assert run(conversion, argv) == 0
     assert (tmp_path / "out" / "1_Pooling" / "config.json").is_file() and (tmp_path / "out" / "2_Normalize").is_dir()
     converted = SentenceTransformer(str(tmp_path / "out"), trust_remote_code=True, device="cpu")
     assert type(converted[0].model).__name__ == "EffAttnRobertaModel"

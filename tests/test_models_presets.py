@@ -74,8 +74,9 @@ def test_timm_habits_are_refused_with_the_way_forward():
     with pytest.raises(ValueError, match=r"no pretrained weights.*EffAttnRobertaForSequenceClassification"
                                          r"\.from_pretrained\('FacebookAI/roberta-base', attention_type='kerformer'\)"):
         hf_effattn.create_model("roberta-base/kerformer", pretrained=True, num_labels=2)
-    assert hf_effattn.create_model("roberta-base/kerformer", pretrained=False, **TINY).config.attention_type == "kerformer"
-    with pytest.raises(ValueError, match=r"EffAttnRobertaConfig has no setting 'hidden_sise'\. Did you mean 'hidden_size'"):
+    model = hf_effattn.create_model("roberta-base/kerformer", pretrained=False, **TINY)  # timm's default: accepted
+    assert model.config.attention_type == "kerformer"
+    with pytest.raises(ValueError, match=r"RobertaConfig has no setting 'hidden_sise'\. Did you mean 'hidden_size'"):
         hf_effattn.create_model("roberta-base/kerformer", hidden_sise=24)
     with pytest.raises(ValueError, match=r"EffAttnViTConfig has no setting 'img_size'\. Did you mean 'image_size'"):
         hf_effattn.create_config("vit-tiny-patch4-32/dba", img_size=64)

@@ -58,7 +58,8 @@ HUB_IGNORE_PATTERNS = (f"{CHECKPOINTS_DIR}/*", "checkpoint-*/*", "_*", "*.bin", 
 
 
 def repository_name(hub_model_id: str | None, output_dir: str | Path) -> str:
-    """``--hub_model_id``, or else the output folder's name (the Hub puts it under the token's user), as Trainer does."""
+    """``--hub_model_id``, or else the output folder's name (the Hub puts it under the token's user), as Trainer
+    does."""
     return hub_model_id or Path(output_dir).resolve().name
 
 

@@ -10,7 +10,10 @@ trust_remote_code=True)`` loads it without this package. Weights the checkpoint 
 and the dropped ones are logged.
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
-encoder. From Python: :func:`convert`.
+encoder. From Python: :func:`convert`. A sentence-transformers checkpoint keeps its ``modules.json``, settings and
+module folders (pooling, normalisation), so ``SentenceTransformer(folder, trust_remote_code=True)`` loads it.
+Settings that change weight shapes need ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr
+and exit status 2.
 
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
 checkpoint's softmax attention (:mod:`hf_effattn.transfer`) on the texts or images of ``SOURCE``

@@ -28,7 +28,7 @@ class EagerAttention(EfficientAttention):
   title = {Attention Is All You Need},
   author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
             Gomez, Aidan N. and Kaiser, {\L}ukasz and Polosukhin, Illia},
-  booktitle = {Advances in Neural Information Processing Systems},
+  booktitle = {Proceedings of the 31st International Conference on Neural Information Processing Systems},
   pages = {6000--6010},
   year = {2017}
 }"""

@@ -122,14 +122,20 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         source_type = source.get("model_type")
         config_dict = without_file_keys(source)
         if source_type != cls.config_class.model_type:
-            # A source's config.json leaves out its class defaults (BERT's bos/eos_token_id: None), which ours
-            # (RoBERTa's: 0 and 2) must not fill in.
-            defaults = without_file_keys(AutoConfig.for_model(source_type).to_dict())
-            config_dict = {**defaults, **config_dict, **cls.source_config_overrides.get(source_type, {})}
+            overrides = cls.source_config_overrides.get(source_type, {})
+            config_dict = {**cls.source_defaults(source_type), **config_dict, **overrides}
         return cls.config_class.from_dict(
             config_dict, return_unused_kwargs=True, attention_type=attention_type, attention_config=attention_config,
             **kwargs,
         )
+
+    @classmethod
+    def source_defaults(cls, source_type: str) -> dict:
+        """The defaults of a source architecture's config that differ from ours. A ``config.json`` may leave its
+        class defaults out (Hub BERT checkpoints have no ``bos_token_id``/``eos_token_id``: ``None``), and ours
+        (RoBERTa's 0 and 2) must not fill them in."""
+        theirs, ours = AutoConfig.for_model(source_type).to_dict(), cls.config_class().to_dict()
+        return {key: value for key, value in without_file_keys(theirs).items() if key in ours and ours[key] != value}
 
     def save_pretrained(self, save_directory, *args, save_original_format: bool = False, **kwargs):
         """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head

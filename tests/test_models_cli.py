@@ -38,6 +38,9 @@ def test_convert_writes_a_hub_ready_folder(tmp_path):
     assert "AutoModelForTokenClassification" in config["auto_map"]
     for name in ("model.safetensors", "modeling_effattn_roberta.py", "attention_kerformer.py", "tokenizer_config.json"):
         assert (tmp_path / "out" / name).exists(), name
+    card = (tmp_path / "out" / "README.md").read_text()  # the model card, with the converted model's limitations
+    assert "its new parameters are untrained: fine-tune the model" in card and "@article{gan2023kerformer," in card
+    assert 'AutoModelForTokenClassification.from_pretrained("out", trust_remote_code=True)' in card
     model = hf_effattn.EffAttnRobertaForTokenClassification.from_pretrained(tmp_path / "out")
     torch.testing.assert_close(model.classifier.weight, source.classifier.weight)
     assert model(**text_inputs()).logits.shape == (3, 9, 2)

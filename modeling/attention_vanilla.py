@@ -24,7 +24,7 @@ class EagerAttention(EfficientAttention):
 
     paper = "Vaswani et al., Attention Is All You Need, NeurIPS 2017"
     equations = "Eq. 1"
-    citation = """@inproceedings{vaswani2017attention,
+    citation = r"""@inproceedings{vaswani2017attention,
   title = {Attention Is All You Need},
   author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
             Gomez, Aidan N. and Kaiser, {\L}ukasz and Polosukhin, Illia},

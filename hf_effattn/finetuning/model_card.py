@@ -20,7 +20,6 @@ from .. import __version__, describe_attention, model_cards
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 
 TEMPLATE_PATH = Path(model_cards.__file__).resolve().parent / "template.md"
-SOFTMAX_ATTENTIONS = ("eager", "sdpa")  # the checkpoints' own attention: nothing new to train
 
 
 @dataclass(frozen=True)
@@ -158,13 +157,13 @@ def paper_reference(description: dict) -> str:
 
 def limitations(content: CardContent) -> list[str]:
     """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
-    from ..presets import list_models
+    from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
 
     notes = []
     if content.base_model in list_models():
         notes.append(f"The model was trained from scratch (preset `{content.base_model}`, random weights) on the "
                      f"fine-tuning data only ({dataset_sentence(content)}), with no pretraining.")
-    elif content.attention_type not in SOFTMAX_ATTENTIONS:
+    elif content.attention_type not in SOFTMAX_IMPLEMENTATIONS:  # the checkpoint's own attention: nothing new
         base = f"`{Path(content.base_model).name}`" if not is_hub_id(content.base_model) else content.base_model
         origin = f"The `{content.attention_type}` attention was not part of {base}'s pretraining: its new parameters"
         if content.results:

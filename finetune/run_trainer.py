@@ -13,7 +13,8 @@ so Trainer scales the loss correctly under gradient accumulation. The output fol
 model card of ``model_cards/template.md``. With ``--lora_r`` (and ``--lora_alpha``, ``--lora_dropout``,
 ``--lora_target_modules``) a LoRA adapter trains instead of the whole model, and the folder holds the adapter and
 its base (:mod:`hf_effattn.finetuning.lora`); ``--push_to_hub`` uploads it with hf_effattn's publisher (and
-not Trainer's, which would replace the card).
+not Trainer's, which would replace the card): only the Hub-ready files, never Trainer's ``checkpoint-*`` folders
+or pickles (``publishing.HUB_IGNORE_PATTERNS``), and the card names the repository as the Hub does.
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from transformers import HfArgumentParser, Trainer, TrainingArguments
 from hf_effattn.command_line import run_script
 from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
 from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
-from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
+from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_writer
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
-from hf_effattn.finetuning.publishing import push_folder
+from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 
@@ -88,7 +89,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
     """What the model card says about this Trainer run."""
     return CardContent(
         kind=TEXT_CLASSIFICATION,
-        repo_id=training_args.hub_model_id or training_args.output_dir.rstrip("/").split("/")[-1],
+        repo_id=repository_name(training_args.hub_model_id, training_args.output_dir),
         attention_type=model.config.attention_type,
         attention_config=model.config.attention_config,
         base_model=options.model_name_or_path,
@@ -127,10 +128,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
         save_adapter_folder(model, training_args.output_dir, is_main_process=trainer.is_world_process_zero())
     if trainer.is_world_process_zero():
         content = card_content(training_args, options, model, data, results, transfer)
-        write_model_card(training_args.output_dir, content)
-        if training_args.push_to_hub:
-            push_folder(training_args.output_dir, content.repo_id, token=training_args.hub_token,
-                        private=bool(training_args.hub_private_repo))
+        publish_folder(training_args.output_dir, content.repo_id, card_writer(training_args.output_dir, content),
+                       push=training_args.push_to_hub, token=training_args.hub_token,
+                       private=bool(training_args.hub_private_repo))
     return results
 
 

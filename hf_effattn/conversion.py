@@ -10,7 +10,10 @@ trust_remote_code=True)`` loads it without this package. Weights the checkpoint 
 and the dropped ones are logged.
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
-encoder. From Python: :func:`convert`.
+encoder. From Python: :func:`convert`. A sentence-transformers checkpoint keeps its ``modules.json``, settings and
+module folders (pooling, normalisation), so ``SentenceTransformer(folder, trust_remote_code=True)`` loads it.
+Settings that change weight shapes need ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr
+and exit status 2.
 
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
 checkpoint's softmax attention (:mod:`hf_effattn.transfer`) on the texts or images of ``SOURCE``
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 from pathlib import Path
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
@@ -78,9 +82,12 @@ def check_found(checkpoint) -> None:
 
 
 def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
-            attention_config: dict | None = None, convert_attention: bool = False, transfer: dict | None = None,
-            **config_overrides):
+            attention_config: dict | None = None, convert_attention: bool = False,
+            ignore_mismatched_sizes: bool = False, transfer: dict | None = None, **config_overrides):
     """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+
+    ``ignore_mismatched_sizes``: initialise anew (and log) the weights whose shapes the new settings change
+    (Kerformer's SE-K layers from ``se_mode="token"`` to ``"channel"``); without it they raise.
 
     ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
     :func:`~hf_effattn.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
@@ -92,11 +99,12 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     task = task or task_of(family, source.get("architectures"))
     model = model_class(family, task).from_pretrained(
         checkpoint, attention_type=attention_type, attention_config=attention_config,
-        convert_attention=convert_attention, **config_overrides,
+        convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes, **config_overrides,
     )
     report = transfer_from(checkpoint, family, model, **transfer) if transfer else None
     model.save_pretrained(output_dir)
     save_preprocessor(checkpoint, family, output_dir)
+    save_sentence_transformers_modules(checkpoint, output_dir)
     if report is not None:
         report.save(output_dir)
     write_card(output_dir, checkpoint, family, task, model.config, report)
@@ -147,6 +155,33 @@ def save_preprocessor(checkpoint: str, family: str, output_dir) -> None:
     loader.from_pretrained(checkpoint).save_pretrained(output_dir)
 
 
+SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
+
+
+def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
+    """Copy a sentence-transformers checkpoint's module list and settings, and the folders of the modules after
+    the transformer (pooling, normalisation, dense layers), so that ``SentenceTransformer(output_dir,
+    trust_remote_code=True)`` loads the converted model. The transformer module itself is the converted model, in
+    the folder's root."""
+    modules_file = cached_file(checkpoint, "modules.json", _raise_exceptions_for_missing_entries=False)
+    if modules_file is None:
+        return
+    folders = [module["path"] for module in json.loads(Path(modules_file).read_text()) if module["path"]]
+    if Path(checkpoint).is_dir():
+        root = Path(checkpoint)
+    else:
+        from huggingface_hub import snapshot_download
+
+        patterns = [*SENTENCE_TRANSFORMERS_FILES, *(f"{folder}/*" for folder in folders)]
+        root = Path(snapshot_download(checkpoint, allow_patterns=patterns))
+    for name in SENTENCE_TRANSFORMERS_FILES:
+        if (root / name).is_file():
+            shutil.copyfile(root / name, Path(output_dir) / name)
+    for folder in folders:
+        shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
+    logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a local folder or Hub id of a RoBERTa, BERT, ViT or hf_effattn checkpoint")
     parser.add_argument("--attention_type", required=True, choices=list_attentions())
@@ -158,6 +193,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num_labels", type=int, default=None, help="for a new classification head")
     parser.add_argument("--convert_attention", action="store_true",
                         help="allow an hf_effattn checkpoint to change mechanism (shared weights are reused)")
+    parser.add_argument("--ignore_mismatched_sizes", action="store_true",
+                        help="initialise anew the weights whose shapes the new settings change (they are logged)")
     transfer = parser.add_argument_group("attention transfer (train the new attention to reproduce the checkpoint's)")
     transfer.add_argument("--transfer_data", default=None, metavar="SOURCE",
                           help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
@@ -187,7 +224,8 @@ def run(args) -> int:
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
     model = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
                     attention_config=args.attention_config, convert_attention=args.convert_attention,
-                    transfer=transfer_arguments(args), **overrides)
+                    ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
+                    **overrides)
     report = Path(args.output_dir) / REPORT_FILE
     if args.transfer_data is not None:
         print(TransferReport.from_dict(json.loads(report.read_text())).format())

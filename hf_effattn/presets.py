@@ -12,7 +12,10 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
 * ``task``: which head (see ``TASKS``). Default: sequence classification (text) or image classification
   (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
-  updates the preset's mechanism settings key by key.
+  updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
+  ones (timm would store it unread). Transformers' ``attn_implementation="eager"`` / ``"sdpa"`` picks that
+  mechanism when the name does not pick another; other values raise. ``pretrained=True`` raises: presets have
+  no weights.
 
 Architectures come with the papers' own settings (see ``ARCHITECTURES``); where a mechanism's default does
 not fit an architecture, the architecture adapts it in ``attention_overrides`` with the reason. Presets
@@ -22,6 +25,7 @@ attention_type=...)`` on the model classes.
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 from dataclasses import dataclass, field
@@ -158,14 +162,52 @@ def resolve(name: str) -> tuple[Architecture, str]:
 
 
 def create_config(name: str, **overrides):
-    """The config of preset ``name`` with ``overrides`` (``attention_config`` is merged key by key)."""
+    """The config of preset ``name`` with ``overrides`` (``attention_config`` is merged key by key; a misspelt
+    name raises with the closest config fields; ``attn_implementation``, see :func:`attention_from_overrides`)."""
     architecture, attention_type = resolve(name)
+    attention_type = attention_from_overrides(name, attention_type, overrides)
     config_class = FAMILIES[architecture.family][0]
+    check_config_names(config_class, overrides)
     attention_config = {
         **architecture.attention_overrides.get(attention_type, {}), **(overrides.pop("attention_config", None) or {})
     }
     values = {**architecture.config, **overrides}
     return config_class(attention_type=attention_type, attention_config=attention_config, **values)
+
+
+# Transformers' own softmax implementations, which are also mechanisms of ours under the same names.
+SOFTMAX_IMPLEMENTATIONS = ("eager", "sdpa")
+
+
+def attention_from_overrides(name: str, attention_type: str, overrides: dict) -> str:
+    """The preset's ``attention_type``, or the one that Transformers' ``attn_implementation`` (popped from
+    ``overrides``) names: ``"eager"`` or ``"sdpa"``, for a preset named without a mechanism or with that one.
+    Other values (``"flash_attention_2"``, ...) and a preset naming another mechanism raise."""
+    requested = overrides.pop("attn_implementation", None)
+    if requested is None:
+        return attention_type
+    architecture = name.partition("/")[0]
+    if requested not in SOFTMAX_IMPLEMENTATIONS:
+        raise ValueError(
+            f"attn_implementation={requested!r} is not supported: these models choose their attention by name, "
+            f"e.g. create_model('{architecture}/kerformer') (one of {', '.join(list_attentions())})."
+        )
+    if "/" in name and requested != attention_type:
+        raise ValueError(
+            f"attn_implementation={requested!r} conflicts with preset {name!r}, whose attention_type is "
+            f"{attention_type!r}: name one mechanism, e.g. create_model('{architecture}/{requested}')."
+        )
+    return requested
+
+
+def check_config_names(config_class, overrides: dict) -> None:
+    """Raise for an override that is no field of ``config_class`` (it would be stored and never read)."""
+    known = {field.name for field in dataclasses.fields(config_class)} | {"num_labels"}
+    for name in overrides:
+        if name not in known:
+            close = difflib.get_close_matches(name, sorted(known), n=3)
+            hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(f"{config_class.__name__} has no setting {name!r}.{hint}")
 
 
 def model_class(family: str, task: str):
@@ -175,9 +217,18 @@ def model_class(family: str, task: str):
     return FAMILIES[family][1][TASKS[family][task]]
 
 
-def create_model(name: str, task: str | None = None, **overrides):
-    """A randomly initialised model of preset ``name`` for ``task`` (see the module docstring)."""
-    architecture, _ = resolve(name)
+def create_model(name: str, task: str | None = None, pretrained: bool = False, **overrides):
+    """A randomly initialised model of preset ``name`` for ``task`` (see the module docstring). Presets have no
+    weights: ``pretrained=True`` raises and says how to start from a checkpoint."""
+    architecture, attention_type = resolve(name)
     classification = FAMILIES[architecture.family][2]
     task = task or (classification if "num_labels" in overrides else "base")
+    if pretrained:
+        example = "FacebookAI/roberta-base" if architecture.family == "text" else "google/vit-base-patch16-224"
+        raise ValueError(
+            f"Preset {name!r} has no pretrained weights: create_model builds a randomly initialised model. To "
+            f"start from a checkpoint, use the model class's from_pretrained, e.g. "
+            f"{model_class(architecture.family, task).__name__}.from_pretrained({example!r}, "
+            f"attention_type={attention_type!r})."
+        )
     return model_class(architecture.family, task)(create_config(name, **overrides))

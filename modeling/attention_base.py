@@ -118,8 +118,10 @@ class EfficientAttention(nn.Module):
 
     name: ClassVar[str]
     settings_class: ClassVar[type[AttentionSettings]] = AttentionSettings
-    paper: ClassVar[str] = ""
-    equations: ClassVar[str] = ""
+    paper: ClassVar[str] = ""  # authors, title, venue and year
+    paper_url: ClassVar[str | None] = None  # a link to the paper: its DOI or arXiv id, from the publisher's record
+    equations: ClassVar[str] = ""  # where the paper defines what the class computes: the one source of this reference
+    citation: ClassVar[str] = ""  # BibTeX
     complexity: ClassVar[str] = ""
     supports_padding_mask: ClassVar[bool] = True
     carries_state: ClassVar[bool] = False
@@ -250,7 +252,8 @@ def build_attention(
 
 
 def describe_attention(name: str) -> dict[str, Any]:
-    """Paper, equations, complexity, default settings and capabilities of mechanism ``name``."""
+    """Paper (with its link and BibTeX citation), equations, complexity, default settings and capabilities of
+    mechanism ``name``."""
     cls = get_attention_class(name)
     defaults = {f.name: f.default for f in dataclasses.fields(cls.settings_class)}
     capabilities = (
@@ -260,6 +263,8 @@ def describe_attention(name: str) -> dict[str, Any]:
         "name": name,
         "class": cls.__name__,
         "paper": cls.paper,
+        "paper_url": cls.paper_url,
+        "citation": cls.citation,
         "equations": cls.equations,
         "complexity": cls.complexity,
         "defaults": defaults,

@@ -1,7 +1,6 @@
 """DBA: dynamic bilinear low-rank attention, compressing both the sequence and the head width.
 
-Paper: Qin et al., "DBA: Efficient Transformer with Dynamic Bilinear Low-Rank Attention",
-Secs. 3.1-3.3, Eqs. 7-12.
+Paper, equations and citation: ``DBAAttention.paper``, ``.equations``, ``.citation``.
 
 Per head, with ``Z`` the ``d_p``-row compression input of this layer (split into heads) and
 ``d_in_h = d_in / h``::
@@ -65,8 +64,16 @@ class DBAAttention(EfficientAttention):
     """Dynamic bilinear low-rank attention; ``state`` is the compression input Z ``[B, d_p, C]``."""
 
     settings_class = DBASettings
-    paper = "Qin et al., DBA: Efficient Transformer with Dynamic Bilinear Low-Rank Attention"
-    equations = "Secs. 3.1-3.3, Eqs. 7-12"
+    paper = "Qin et al., DBA: Efficient Transformer with Dynamic Bilinear Low-Rank Attention, arXiv:2211.16368 (2022)"
+    paper_url = "https://arxiv.org/abs/2211.16368"
+    equations = "Secs. 3.1-3.3, Eqs. 6-12"
+    citation = """@misc{qin2022dba,
+  title = {{DBA}: Efficient Transformer with Dynamic Bilinear Low-Rank Attention},
+  author = {Qin, Bosheng and Li, Juncheng and Tang, Siliang and Zhuang, Yueting},
+  eprint = {2211.16368},
+  archivePrefix = {arXiv},
+  year = {2022}
+}"""
     complexity = "O(N d_p C) time, O(N d_p h) memory"
     carries_state = True
 

@@ -1,7 +1,7 @@
 """Kerformer: kernel attention with sigmoid queries, softmax keys and SE-K reweighting of the keys.
 
-Paper: Gan et al., "Kerformer: a linear transformer with kernel-based attention", Frontiers in
-Neurorobotics 2023, Sec. 3 (Eqs. 4-9) and Sec. 3.5 (SE-K, Fig. 4).
+Paper, link, equations and citation: ``KerformerAttention.paper``, ``.paper_url``, ``.equations``, ``.citation``
+(SE-K: Sec. 3.5, Fig. 4).
 
 Per head, with ``phi = sigmoid`` applied elementwise (Eq. 7) and ``varphi = softmax`` over the head
 width for each token (Eq. 8, "row by row")::
@@ -73,8 +73,19 @@ class KerformerAttention(EfficientAttention):
     """Sigmoid/softmax kernel attention with SE-K reweighting of the keys."""
 
     settings_class = KerformerSettings
-    paper = "Gan et al., Kerformer, Frontiers in Neurorobotics 2023"
-    equations = "Sec. 3.3, Eqs. 7-9; SE-K Sec. 3.5"
+    paper = ("Gan et al., A novel approach to attention mechanism using kernel functions: Kerformer, "
+             "Frontiers in Neurorobotics 2023")
+    paper_url = "https://doi.org/10.3389/fnbot.2023.1214203"
+    equations = "Secs. 3.2-3.3, Eqs. 4-9; SE-K Sec. 3.5"
+    citation = """@article{gan2023kerformer,
+  title = {A novel approach to attention mechanism using kernel functions: {Kerformer}},
+  author = {Gan, Yao and Fu, Yanyun and Wang, Deyong and Li, Yongming},
+  journal = {Frontiers in Neurorobotics},
+  volume = {17},
+  pages = {1214203},
+  year = {2023},
+  doi = {10.3389/fnbot.2023.1214203}
+}"""
     complexity = "O(N d^2) time, O(N d) memory"
     needs_max_length = True  # under the default se_mode="token"; each instance sets its own
     length_limit_fix = ', or use se_mode="channel", which has no length limit'

@@ -61,6 +61,14 @@ class LinformerAttention(EfficientAttention):
 
     settings_class = LinformerSettings
     paper = "Wang et al., Linformer: Self-Attention with Linear Complexity, arXiv:2006.04768 (2020)"
+    paper_url = "https://arxiv.org/abs/2006.04768"
+    citation = """@misc{wang2020linformer,
+  title = {Linformer: Self-Attention with Linear Complexity},
+  author = {Wang, Sinong and Li, Belinda Z. and Khabsa, Madian and Fang, Han and Ma, Hao},
+  year = {2020},
+  eprint = {2006.04768},
+  archivePrefix = {arXiv}
+}"""
     equations = "Sec. 4, Eq. 7; headwise and key-value parameter sharing"
     complexity = "O(N k d) time, O(N k) memory"
     needs_max_length = True

@@ -121,6 +121,16 @@ class NystromformerAttention(EfficientAttention):
 
     settings_class = NystromformerSettings
     paper = "Xiong et al., Nyströmformer: A Nyström-Based Algorithm for Approximating Self-Attention, AAAI 2021"
+    paper_url = "https://arxiv.org/abs/2102.03902"
+    citation = """@inproceedings{xiong2021nystromformer,
+  title = {Nystr{\\"o}mformer: A Nystr{\\"o}m-Based Algorithm for Approximating Self-Attention},
+  author = {Xiong, Yunyang and Zeng, Zhanpeng and Chakraborty, Rudrasis and Tan, Mingxing and Fung, Glenn and
+            Li, Yin and Singh, Vikas},
+  booktitle = {Proceedings of the AAAI Conference on Artificial Intelligence},
+  year = {2021},
+  eprint = {2102.03902},
+  archivePrefix = {arXiv}
+}"""
     equations = "Sec. 3: Nyström form F A_S^+ B, segment-mean landmarks, iterative pseudo-inverse (Lemma 1)"
     complexity = "O(N m d + m^3) time, O(N m) memory"
 

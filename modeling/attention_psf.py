@@ -1,7 +1,6 @@
 """PSF-Attn: a product of parametric sparse factors on Chord links replaces the attention matrix.
 
-Paper: Zhang & Yang, "Sparse factorization of square matrices with application to neural attention
-modeling", Neural Networks, Secs. 3-4 (Eqs. 1 and 3).
+Paper, equations and citation: ``PSFAttention.paper``, ``.equations``, ``.citation``.
 
 Chord links (Eq. 1): in a sequence of real length L, token t links to itself and to
 ``(t + 2^k) mod L`` for ``k = 0 .. K-2``: K links per row. Each of the M factors ``W_m`` has its
@@ -183,7 +182,18 @@ class PSFAttention(EfficientAttention):
     """Chord sparse-factorization attention; has a fixed maximum length (the Chord link count)."""
 
     settings_class = PSFSettings
-    paper = "Zhang & Yang, Sparse factorization of square matrices with application to neural attention modeling"
+    paper = ("Khalitov et al., Sparse factorization of square matrices with application to neural attention modeling, "
+             "Neural Networks 2022")
+    paper_url = "https://doi.org/10.1016/j.neunet.2022.04.014"
+    citation = """@article{khalitov2022sparse,
+  title = {Sparse factorization of square matrices with application to neural attention modeling},
+  author = {Khalitov, Ruslan and Yu, Tong and Cheng, Lei and Yang, Zhirong},
+  journal = {Neural Networks},
+  volume = {152},
+  pages = {160--168},
+  year = {2022},
+  doi = {10.1016/j.neunet.2022.04.014}
+}"""
     equations = "Secs. 3-4, Eqs. 1 and 3"
     complexity = "O(N log^2 N) time, O(N log N) memory"
     needs_max_length = True

@@ -1,7 +1,6 @@
 """Singularformer: attention through a learned SVD of the attention matrix.
 
-Paper: Wu et al., "Singularformer: Learning to Decompose Self-Attention to Linearize the
-Complexity of Transformer", IJCAI 2023, Sec. 3 (Eqs. 8-18).
+Paper, equations and citation: ``SingularformerAttention.paper``, ``.equations``, ``.citation``.
 
 One shared projection gives the logits of both singular-vector matrices (Eq. 14)::
 
@@ -78,8 +77,18 @@ class SingularformerAttention(EfficientAttention):
     """Learned-SVD attention; ``state`` is the previous layer's score matrix S ``[B, h, r, r]``."""
 
     settings_class = SingularformerSettings
-    paper = "Wu et al., Singularformer, IJCAI 2023"
-    equations = "Sec. 3, Eqs. 9-18"
+    paper = ("Wu et al., Singularformer: Learning to Decompose Self-Attention to Linearize the Complexity of "
+             "Transformer, IJCAI 2023")
+    paper_url = "https://doi.org/10.24963/ijcai.2023/493"
+    equations = "Sec. 3.1, Eqs. 8-18 (aux losses 15-17)"
+    citation = """@inproceedings{wu2023singularformer,
+  title = {Singularformer: Learning to Decompose Self-Attention to Linearize the Complexity of Transformer},
+  author = {Wu, Yifan and Kan, Shichao and Zeng, Min and Li, Min},
+  booktitle = {Proceedings of the Thirty-Second International Joint Conference on Artificial Intelligence, {IJCAI-23}},
+  pages = {4433--4441},
+  year = {2023},
+  doi = {10.24963/ijcai.2023/493}
+}"""
     complexity = "O(N r C) time, O(N r) memory"
     carries_state = True
     has_aux_loss = True

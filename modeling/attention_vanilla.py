@@ -22,8 +22,16 @@ from .masking import masked_fill_min
 class EagerAttention(EfficientAttention):
     """Softmax attention written out; returns the ``[B, h, N, N]`` probabilities when asked."""
 
-    paper = "Vaswani et al., Attention Is All You Need (2017)"
+    paper = "Vaswani et al., Attention Is All You Need, NeurIPS 2017"
     equations = "Eq. 1"
+    citation = r"""@inproceedings{vaswani2017attention,
+  title = {Attention Is All You Need},
+  author = {Vaswani, Ashish and Shazeer, Noam and Parmar, Niki and Uszkoreit, Jakob and Jones, Llion and
+            Gomez, Aidan N. and Kaiser, {\L}ukasz and Polosukhin, Illia},
+  booktitle = {Proceedings of the 31st International Conference on Neural Information Processing Systems},
+  pages = {6000--6010},
+  year = {2017}
+}"""
     complexity = "O(N^2 d) time, O(N^2) memory"
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:

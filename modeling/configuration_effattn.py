@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 from transformers import RobertaConfig, ViTConfig
 
 from .attention_base import check_heads
@@ -51,6 +52,20 @@ class EffAttnConfigMixin:
     def attention_max_length(self) -> int:
         """The longest input (in tokens) that the model can embed."""
         raise NotImplementedError
+
+    @classmethod
+    def from_dict(cls, config_dict: dict, **kwargs):
+        """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type`` or ``attention_config``
+        among ``kwargs`` (as ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=...)`` pass them;
+        ``None`` keeps the saved value) replaces the saved one before validation. Another ``attention_type``
+        starts from its own defaults, never from the saved mechanism's settings."""
+        config_dict = dict(config_dict)
+        attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
+        if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):
+            config_dict.update(attention_type=attention_type, attention_config=None)
+        if attention_config is not None:
+            config_dict["attention_config"] = attention_config
+        return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:
         """Raise for values of the family's own that do not fit together (after their types are checked)."""

@@ -14,6 +14,7 @@ mechanisms' auxiliary loss, also returned as ``aux_loss``.
 
 from __future__ import annotations
 
+from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 import torch
 from torch import nn
 from transformers import initialization as init

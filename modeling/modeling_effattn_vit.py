@@ -18,6 +18,7 @@ returned as ``aux_loss``.
 
 from __future__ import annotations
 
+from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 import math
 
 import torch

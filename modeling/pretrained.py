@@ -26,7 +26,7 @@ import logging as std_logging
 import re
 from typing import Any, ClassVar
 
-from transformers import PreTrainedConfig, PreTrainedModel
+from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings
@@ -99,25 +99,43 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         else:
             kwargs.setdefault("key_mapping", cls.checkpoint_key_mappings[source_type])
         output_loading_info = kwargs.pop("output_loading_info", False)
-        with transformers_load_report_held_back():
-            model, info = super().from_pretrained(
-                pretrained_model_name_or_path, *model_args, config=config, output_loading_info=True, **kwargs
-            )
+        try:
+            with transformers_load_report_held_back():
+                model, info = super().from_pretrained(
+                    pretrained_model_name_or_path, *model_args, config=config, output_loading_info=True, **kwargs
+                )
+        except RuntimeError as error:
+            if "ignore_mismatched_sizes" not in str(error):
+                raise
+            raise ValueError(
+                f"Some weights of {pretrained_model_name_or_path} have other shapes in this model, whose config "
+                "(attention settings, num_labels, ...) differs from the checkpoint's; the load report above lists "
+                "them. Pass ignore_mismatched_sizes=True (hf-effattn convert --ignore_mismatched_sizes) to "
+                "initialise them anew."
+            ) from error
         log_loading_report(model, info, pretrained_model_name_or_path, source_type)
         return (model, info) if output_loading_info else model
 
     @classmethod
     def config_from_checkpoint(cls, source: dict, attention_type, attention_config, kwargs: dict):
         """Our config from a checkpoint's ``config.json`` dict, and the ``kwargs`` it did not use."""
-        config_dict = {k: v for k, v in source.items() if k not in ("model_type", "auto_map", "architectures")}
-        if source.get("model_type") != cls.config_class.model_type:
-            config_dict.update(cls.source_config_overrides.get(source.get("model_type"), {}))
-        if attention_type is not None and attention_type != config_dict.get("attention_type"):
-            config_dict["attention_type"] = attention_type
-            config_dict["attention_config"] = attention_config
-        if attention_config is not None:
-            config_dict["attention_config"] = attention_config
-        return cls.config_class.from_dict(config_dict, return_unused_kwargs=True, **kwargs)
+        source_type = source.get("model_type")
+        config_dict = without_file_keys(source)
+        if source_type != cls.config_class.model_type:
+            overrides = cls.source_config_overrides.get(source_type, {})
+            config_dict = {**cls.source_defaults(source_type), **config_dict, **overrides}
+        return cls.config_class.from_dict(
+            config_dict, return_unused_kwargs=True, attention_type=attention_type, attention_config=attention_config,
+            **kwargs,
+        )
+
+    @classmethod
+    def source_defaults(cls, source_type: str) -> dict:
+        """The defaults of a source architecture's config that differ from ours. A ``config.json`` may leave its
+        class defaults out (Hub BERT checkpoints have no ``bos_token_id``/``eos_token_id``: ``None``), and ours
+        (RoBERTa's 0 and 2) must not fill them in."""
+        theirs, ours = AutoConfig.for_model(source_type).to_dict(), cls.config_class().to_dict()
+        return {key: value for key, value in without_file_keys(theirs).items() if key in ours and ours[key] != value}
 
     def save_pretrained(self, save_directory, *args, save_original_format: bool = False, **kwargs):
         """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head
@@ -128,6 +146,12 @@ class EffAttnPreTrainedModel(PreTrainedModel):
             **{auto: qualified_name(model_class) for auto, model_class in self.auto_classes.items()},
         }
         return super().save_pretrained(save_directory, *args, save_original_format=save_original_format, **kwargs)
+
+
+def without_file_keys(config_dict: dict) -> dict:
+    """A ``config.json`` dict without the keys that name the file's model and code, not its values."""
+    return {k: v for k, v in config_dict.items() if k not in ("model_type", "auto_map", "architectures",
+                                                               "transformers_version")}
 
 
 def qualified_name(cls: type) -> str:
@@ -195,14 +219,17 @@ def transformers_load_report_held_back():
 
 def log_loading_report(model, info: dict, path, source_type: str) -> None:
     """Log which parameters are new (initialised) and which of the checkpoint's were dropped."""
-    new = set(info["missing_keys"]) | {key for key, *_ in info["mismatched_keys"]}
+    new = info["missing_keys"]
+    reshaped = [key for key, *_ in info["mismatched_keys"]]
     dropped = info["unexpected_keys"]
     message = (
         f"{type(model).__name__} (attention_type={model.config.attention_type!r}) from {path} "
         f"(model_type {source_type!r}). New parameters, initialised: {fold_layers(new)}. "
         f"Dropped from the checkpoint: {fold_layers(dropped)}."
     )
-    if new or dropped:
+    if reshaped:
+        message += f" Initialised anew because their shapes changed (ignore_mismatched_sizes): {fold_layers(reshaped)}."
+    if new or dropped or reshaped:
         logger.warning(message)
     else:
         logger.info(message)

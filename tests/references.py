@@ -137,7 +137,7 @@ def chord_factor(weights: torch.Tensor) -> torch.Tensor:
 
 
 def psf_reference(attn, x: torch.Tensor, state=None, factor_masks: torch.Tensor | None = None) -> Reference:
-    """PSF-Attn (Zhang & Yang, Secs. 3-4), one head. Eq. 3: factor m's non-zeros are
+    """PSF-Attn (Khalitov et al., Secs. 3-4), one head. Eq. 3: factor m's non-zeros are
     ``f_m(x_i) = GELU(x_i W_in + b_in) W_out + b_out`` on the Chord links of Eq. 1, modulo the real
     length L; ``A = W_1 W_2 ... W_M`` (each ``W_m + I`` with the residual option);
     ``context = A g(X)``, g the value projection. ``factor_masks [M, L, K]`` (dropout) multiply the non-zeros."""

@@ -6,7 +6,9 @@ import logging
 import os
 import subprocess
 import sys
+from pathlib import Path
 
+import pytest
 import torch
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from finetune_fixtures import (
@@ -20,6 +22,7 @@ from finetune_fixtures import (
 )
 from huggingface_hub import ModelCard
 
+import hf_effattn
 from hf_effattn.finetuning import publishing
 from hf_effattn.finetuning.model_card import IMAGE_CLASSIFICATION, TEXT_CLASSIFICATION, CardContent, render_model_card
 
@@ -49,11 +52,41 @@ def test_card_metadata_for_hub_datasets_and_checkpoints():
 
 def test_card_body_names_the_mechanism_results_settings_and_loading():
     text = render_model_card(card_content()).text
-    assert "Gan et al., Kerformer" in text and '"se_mode": "token"' in text
+    assert "Kerformer, Frontiers in Neurorobotics 2023](https://doi.org/10.3389/fnbot.2023.1214203)" in text
+    assert '"se_mode": "token"' in text
     assert "| validation | f1 | 0.9000 |" in text and "| `learning_rate` | 2e-05 |" in text
     assert 'AutoModelForSequenceClassification.from_pretrained("someone/roberta-kerformer-mrpc", ' \
            "trust_remote_code=True)" in text
     assert "step 300" in text
+
+
+@pytest.mark.parametrize("attention_type", hf_effattn.list_attentions())
+def test_card_cites_the_mechanism_as_its_class_does(attention_type):
+    description = hf_effattn.describe_attention(attention_type)
+    text = render_model_card(card_content(attention_type=attention_type, attention_config={})).text
+    assert f"| Equations | {description['equations']} |" in text
+    assert f"## Citation\n\nThe attention mechanism's paper:\n\n```bibtex\n{description['citation']}\n```" in text
+    assert description["citation"].startswith("@") and description["paper"].split(",")[0] in text
+    assert (f"]({description['paper_url']})" in text) == (description["paper_url"] is not None)
+
+
+def test_card_limitations_say_what_trained_the_attention_and_which_versions_load_it():
+    def limitations(**changes) -> str:
+        text = render_model_card(card_content(**changes)).text
+        return text[text.index("## Limitations"):text.index("## Citation")]
+
+    supported = "Transformers >=5,<6 and PyTorch >=2.4. On Transformers 4 it refuses with a message naming the version"
+    fine_tuned = limitations()
+    assert "its new parameters started from random values and were trained only on the fine-tuning data " \
+           "([nyu-mll/glue (mrpc)]" in fine_tuned and supported in fine_tuned
+    transfer = {"steps": 10, "examples_seen": 40, "data": "texts", "train": "attention", "learning_rate": 3e-3,
+                "hidden_cosine_before": 0.5, "hidden_cosine_after": 0.9, "layers": []}
+    assert "first trained by attention transfer to imitate the original softmax attention (above), then on the " \
+           "fine-tuning data" in limitations(transfer=transfer)
+    assert "are untrained: fine-tune the model" in limitations(results={})
+    assert "trained only by attention transfer (above), with no labels" in limitations(results={}, transfer=transfer)
+    assert "trained from scratch (preset `roberta-base/kerformer`" in limitations(base_model="roberta-base/kerformer")
+    assert limitations(attention_type="sdpa", attention_config={}).count("\n- ") == 1  # the versions only
 
 
 def test_card_for_local_sources_and_images_has_no_invalid_hub_references(tmp_path):
@@ -64,7 +97,8 @@ def test_card_for_local_sources_and_images_has_no_invalid_hub_references(tmp_pat
 
 
 class RecordingHubApi:
-    """Stands in for ``huggingface_hub.HfApi``: records the calls instead of making them."""
+    """Stands in for ``huggingface_hub.HfApi``: records the calls instead of making them; a repository name without
+    a namespace goes under the user ``someone``, as the Hub puts it under the token's user."""
 
     calls = []
 
@@ -75,29 +109,72 @@ class RecordingHubApi:
         from huggingface_hub import RepoUrl
 
         self.calls.append(("create_repo", repo_id, private, exist_ok))
-        return RepoUrl(f"https://huggingface.co/{repo_id}")
+        return RepoUrl(f"https://huggingface.co/{repo_id if '/' in repo_id else 'someone/' + repo_id}")
 
     def upload_folder(self, **kwargs):
         self.calls.append(("upload_folder", kwargs))
 
+    @classmethod
+    def uploaded_files(cls, upload: dict) -> list[str]:
+        """The files of the recorded ``upload_folder`` call that would reach the Hub, as ``huggingface_hub`` filters
+        them."""
+        from huggingface_hub.utils import filter_repo_objects
 
-def test_push_creates_the_repository_and_uploads_the_folder_without_checkpoints(tmp_path, monkeypatch):
+        folder = Path(upload["folder_path"])
+        files = [path.relative_to(folder).as_posix() for path in folder.rglob("*") if path.is_file()]
+        return sorted(filter_repo_objects(files, ignore_patterns=upload["ignore_patterns"]))
+
+
+@pytest.fixture
+def recording_hub(monkeypatch):
     monkeypatch.setattr("huggingface_hub.HfApi", RecordingHubApi)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     RecordingHubApi.calls.clear()
-    url = publishing.push_folder(tmp_path, "someone/model", token="hf_test", private=True)
-    assert url == "https://huggingface.co/someone/model"
-    (_, repo_id, private, exist_ok), (_, upload) = RecordingHubApi.calls
-    assert (repo_id, private, exist_ok) == ("someone/model", True, True)
-    assert upload["folder_path"] == str(tmp_path) and upload["ignore_patterns"] == ["checkpoints/**"]
+    return RecordingHubApi
+
+
+def test_push_creates_the_repository_then_writes_the_card_and_uploads_the_folder(tmp_path, recording_hub):
+    for name in ("model.safetensors", "config.json", "checkpoints/step_2/optimizer.bin", "checkpoint-2/rng_state.pth",
+                 "training_args.bin", "_private.json"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    named = []
+    url = publishing.publish_folder(tmp_path, "model", named.append, push=True, token="hf_test", private=True)
+    assert url == "https://huggingface.co/someone/model" and named == ["someone/model"]  # the card names the Hub repo
+    (_, repo_id, private, exist_ok), (_, upload) = recording_hub.calls
+    assert (repo_id, private, exist_ok) == ("model", True, True)
+    assert upload["repo_id"] == "someone/model" and upload["folder_path"] == str(tmp_path)
+    assert recording_hub.uploaded_files(upload) == ["config.json", "model.safetensors"]
 
 
 def test_push_without_a_token_explains_and_keeps_the_folder(tmp_path, monkeypatch, caplog):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setattr("huggingface_hub.get_token", lambda: None)
+    named = []
     with caplog.at_level(logging.WARNING):
-        assert publishing.push_folder(tmp_path, "someone/model") is None
-    assert "no Hugging Face token was found" in caplog.text and tmp_path.is_dir()
+        assert publishing.publish_folder(tmp_path, "model", named.append, push=True) is None
+    assert "no Hugging Face token was found" in caplog.text and tmp_path.is_dir() and named == ["model"]
+    assert "--hub_model_id user/model" in caplog.text and "--exclude 'checkpoint-*/*'" in caplog.text
+
+
+def test_trainer_push_uploads_the_hub_ready_folder_only(tmp_path, recording_hub):
+    load_script("run_trainer").main([
+        "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
+        "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH), "--output_dir", str(tmp_path / "run"),
+        "--per_device_train_batch_size", "8", "--max_steps", "1", "--save_strategy", "steps", "--save_steps", "1",
+        "--report_to", "none", "--use_cpu", "--push_to_hub", "--hub_token", "hf_test",
+    ])
+    assert (tmp_path / "run" / "checkpoint-1" / "optimizer.pt").is_file()  # Trainer's checkpoints are there...
+    (_, repo_id, *_), (_, upload) = recording_hub.calls
+    assert repo_id == "run" and upload["repo_id"] == "someone/run"
+    uploaded = recording_hub.uploaded_files(upload)
+    sent_pickles = [name for name in uploaded if "checkpoint" in name or name.endswith((".bin", ".pt", ".pth"))]
+    assert not sent_pickles  # ...but not sent
+    for name in ("model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_effattn_roberta.py"):
+        assert name in uploaded
+    card = ModelCard.load(tmp_path / "run" / "README.md")
+    assert card.data.model_name == "someone/run"
+    assert 'from_pretrained("someone/run", trust_remote_code=True)' in card.text
 
 
 def test_offline_push_to_hub_keeps_the_trained_folder_and_says_why(tmp_path, monkeypatch, caplog):

@@ -71,3 +71,26 @@ def test_unknown_names_and_tasks():
         hf_effattn.create_model("roberta-bse/kerformr")
     with pytest.raises(ValueError, match="Unknown task 'masked-lm' for a vision model: one of base, image-class"):
         hf_effattn.create_model("vit-tiny-patch4-32/dba", task="masked-lm", **TINY)
+
+
+def test_timm_habits_are_refused_with_the_way_forward():
+    with pytest.raises(ValueError, match=r"no pretrained weights.*EffAttnRobertaForSequenceClassification"
+                                         r"\.from_pretrained\('FacebookAI/roberta-base', attention_type='kerformer'\)"):
+        hf_effattn.create_model("roberta-base/kerformer", pretrained=True, num_labels=2)
+    model = hf_effattn.create_model("roberta-base/kerformer", pretrained=False, **TINY)  # timm's default: accepted
+    assert model.config.attention_type == "kerformer"
+    with pytest.raises(ValueError, match=r"RobertaConfig has no setting 'hidden_sise'\. Did you mean 'hidden_size'"):
+        hf_effattn.create_model("roberta-base/kerformer", hidden_sise=24)
+    with pytest.raises(ValueError, match=r"EffAttnViTConfig has no setting 'img_size'\. Did you mean 'image_size'"):
+        hf_effattn.create_config("vit-tiny-patch4-32/dba", img_size=64)
+
+
+def test_attn_implementation_maps_to_the_softmax_mechanisms_or_is_refused():
+    model = hf_effattn.create_model("roberta-base", attn_implementation="eager", **TINY)
+    assert model.config.attention_type == "eager"
+    assert type(model.encoder.layer[0].attention.self).__name__ == "EagerAttention"
+    assert hf_effattn.create_config("vit-tiny-patch4-32/sdpa", attn_implementation="sdpa").attention_type == "sdpa"
+    with pytest.raises(ValueError, match=r"attn_implementation='eager' conflicts with preset 'roberta-base/kerformer'"):
+        hf_effattn.create_model("roberta-base/kerformer", attn_implementation="eager")
+    with pytest.raises(ValueError, match=r"attn_implementation='flash_attention_2' is not supported.*'roberta-base/"):
+        hf_effattn.create_model("roberta-base", attn_implementation="flash_attention_2")

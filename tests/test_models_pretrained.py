@@ -5,6 +5,7 @@ of mechanism."""
 
 from __future__ import annotations
 
+import json
 import logging
 
 import pytest
@@ -13,7 +14,7 @@ import transformers
 from safetensors import safe_open
 
 import hf_effattn
-from models_helpers import pixel_values, save_source, text_inputs
+from models_helpers import pixel_values, save_source, text_config, text_inputs
 
 TEXT_PAIRS = [
     ("RobertaModel", "EffAttnRobertaModel"),
@@ -162,7 +163,49 @@ def test_conversion_prints_one_load_report(tmp_path, transformers_logs):
 
 def test_failed_load_still_shows_the_report_its_error_refers_to(tmp_path, transformers_logs):
     save_source(transformers.RobertaForSequenceClassification, "roberta", tmp_path)  # 2 labels
-    with pytest.raises(RuntimeError, match="above report"):
+    with pytest.raises(ValueError, match="load report above lists them. Pass ignore_mismatched_sizes=True"):
         hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(tmp_path, num_labels=3)
     report = next(record.getMessage() for record in transformers_logs.records if "LOAD REPORT" in record.getMessage())
     assert "classifier.out_proj.weight" in report
+
+
+def test_auto_class_converts_an_own_checkpoint_explicitly(tmp_path):
+    # The Auto class hands attention_type to AutoConfig first: the saved mechanism's settings must not follow it.
+    saved = hf_effattn.EffAttnRobertaModel(text_config("kerformer")).eval()
+    saved.save_pretrained(tmp_path)
+    model = transformers.AutoModel.from_pretrained(tmp_path, attention_type="dba", convert_attention=True)
+    assert (model.config.attention_type, model.config.attention_config) == (
+        "dba", hf_effattn.build_settings("dba").to_dict())
+    for name in ("query", "key", "value"):
+        torch.testing.assert_close(model.encoder.layer[1].attention.self.get_submodule(name).weight,
+                                   saved.encoder.layer[1].attention.self.get_submodule(name).weight)
+    channel = transformers.AutoModel.from_pretrained(tmp_path, attention_config={"se_mode": "none"},
+                                                     convert_attention=True)
+    assert channel.config.attention_config == {"se_mode": "none", "se_reduction": 4, "eps": 1e-6}
+
+
+def test_settings_that_change_weight_shapes_need_ignore_mismatched_sizes(tmp_path, caplog):
+    saved = hf_effattn.EffAttnRobertaModel(text_config("kerformer")).eval()  # se_mode "token": SE-K sized by N_max
+    saved.save_pretrained(tmp_path)
+    channel = dict(attention_config={"se_mode": "channel"}, convert_attention=True)
+    with pytest.raises(ValueError, match="other shapes.*ignore_mismatched_sizes=True"):
+        hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, **channel)
+    with caplog.at_level(logging.WARNING, logger="hf_effattn"):
+        model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, ignore_mismatched_sizes=True, **channel)
+    assert "shapes changed (ignore_mismatched_sizes): encoder.layer.*.attention.self.se_expand.bias" in caplog.text
+    assert model.encoder.layer[0].attention.self.se_expand.weight.shape == (8, 2)  # d -> d / 4 -> d = 8
+    torch.testing.assert_close(model.encoder.layer[0].attention.self.se_reduce.weight,
+                               saved.encoder.layer[0].attention.self.se_reduce.weight)
+
+
+def test_converted_bert_keeps_its_special_token_ids(tmp_path):
+    save_source(transformers.BertModel, "bert", tmp_path)
+    config_file = tmp_path / "config.json"
+    config = json.loads(config_file.read_text())
+    for name in ("bos_token_id", "eos_token_id"):  # as google-bert/bert-base-uncased's config.json: not there
+        del config[name]
+    config_file.write_text(json.dumps(config))
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type="psf")
+    reference = transformers.BertConfig.from_pretrained(tmp_path)
+    assert (model.config.pad_token_id, model.config.bos_token_id, model.config.eos_token_id) == (
+        reference.pad_token_id, reference.bos_token_id, reference.eos_token_id) == (0, None, None)

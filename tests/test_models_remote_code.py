@@ -82,3 +82,47 @@ def test_import_registers_every_head_with_its_auto_class(config, auto_classes):
     assert type(transformers.AutoConfig.for_model(config.model_type)) is type(config)
     for auto_class, model_class in auto_classes.items():
         assert type(getattr(transformers, auto_class).from_config(config)) is model_class
+
+
+OLD_TRANSFORMERS = BLOCK_PACKAGE + textwrap.dedent(
+    """
+    import transformers
+    from transformers.dynamic_module_utils import get_class_from_dynamic_module
+
+    transformers.__version__ = "4.57.1"  # as an older installation reports itself
+    folder = sys.argv[1]
+    # The config (read first by every Auto class), and each model file alone, as a tool that skips the config would.
+    for load in (lambda: transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True),
+                 lambda: get_class_from_dynamic_module("modeling_effattn_roberta.EffAttnRobertaModel", folder),
+                 lambda: get_class_from_dynamic_module("modeling_effattn_vit.EffAttnViTModel", folder)):
+        try:
+            load()
+        except ImportError as error:
+            print(error)
+    """
+)
+
+
+def test_remote_code_on_an_older_transformers_names_the_version_it_needs(tmp_path):
+    hf_effattn.EffAttnRobertaModel(text_config("kerformer")).save_pretrained(tmp_path / "model")
+    hf_effattn.EffAttnViTModel(vision_config("dba")).save_pretrained(tmp_path / "model")  # both families' files
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
+    result = subprocess.run([sys.executable, "-c", OLD_TRANSFORMERS, str(tmp_path / "model")], env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == 3 * [
+        "This efficient-attention model (hf_effattn) needs Transformers >=5,<6, but Transformers 4.57.1 is installed: "
+        'run `pip install -U "transformers>=5,<6"`.']
+
+
+def test_supported_versions_are_the_packages_requirements():
+    from configparser import ConfigParser
+    from pathlib import Path
+
+    from hf_effattn.modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
+
+    setup = ConfigParser()
+    setup.read(Path(__file__).resolve().parents[1] / "setup.cfg")
+    requirements = setup["options"]["install_requires"].split()
+    assert f"transformers{SUPPORTED_TRANSFORMERS}" in requirements and f"torch{SUPPORTED_TORCH}" in requirements

@@ -4,6 +4,9 @@ initial factors."""
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -187,3 +190,14 @@ def test_psf_has_no_query_or_key():
     attn = build("psf")
     assert not attn.uses_query_key and not hasattr(attn, "query") and not hasattr(attn, "key")
     assert not any(name.startswith(("query", "key")) for name, _ in attn.named_parameters())
+
+
+# Where each mechanism's reference lives
+
+
+def test_readme_table_gives_each_mechanisms_equations_as_its_class_does():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme[readme.index("<!-- SECTION:mechanisms -->"):readme.index("<!-- /SECTION:mechanisms -->")]
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| [^|]+ \| ([^|]+) \|", section, flags=re.MULTILINE))
+    for name in hf_effattn.list_attentions():
+        assert rows.get(name, "(no row)").strip() == hf_effattn.describe_attention(name)["equations"], name

@@ -3,17 +3,21 @@
 
 The YAML header is built by ``huggingface_hub.ModelCardData`` (license, tags with the mechanism,
 datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
-``model-index``); the body describes the mechanism, the results, the hyper-parameters and how to load
-the model with ``trust_remote_code=True``.
+``model-index``); the body describes the mechanism (its paper, linked where the paper prints a DOI, and its
+BibTeX citation, both from the mechanism class), the results, the hyper-parameters, how to load the model with
+``trust_remote_code=True``, and its limitations (where its attention's training comes from, the supported
+versions).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__, describe_attention, model_cards
+from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 
 TEMPLATE_PATH = Path(model_cards.__file__).resolve().parent / "template.md"
 
@@ -146,6 +150,39 @@ def dataset_sentence(content: CardContent) -> str:
         f" ({content.dataset_config})" if content.dataset_config else "")
 
 
+def paper_reference(description: dict) -> str:
+    """The mechanism's paper, linked when the paper prints an identifier (a DOI) to link to."""
+    url = description["paper_url"]
+    return f"[{description['paper']}]({url})" if url else description["paper"]
+
+
+def limitations(content: CardContent) -> list[str]:
+    """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
+    from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
+
+    notes = []
+    if content.base_model in list_models():
+        notes.append(f"The model was trained from scratch (preset `{content.base_model}`, random weights) on the "
+                     f"fine-tuning data only ({dataset_sentence(content)}), with no pretraining.")
+    elif content.attention_type not in SOFTMAX_IMPLEMENTATIONS:  # the checkpoint's own attention: nothing new
+        base = f"`{Path(content.base_model).name}`" if not is_hub_id(content.base_model) else content.base_model
+        origin = f"The `{content.attention_type}` attention was not part of {base}'s pretraining: its new parameters"
+        if content.results:
+            trained = ("were first trained by attention transfer to imitate the original softmax attention (above), "
+                       "then" if content.transfer else "started from random values and were trained only")
+            notes.append(f"{origin} {trained} on the fine-tuning data ({dataset_sentence(content)}).")
+        elif content.transfer:
+            notes.append(f"{origin} were trained only by attention transfer (above), with no labels: fine-tune the "
+                         "model before relying on its outputs.")
+        else:
+            notes.append(f"{origin} are untrained: fine-tune the model before relying on its outputs.")
+    notes.append(
+        f"The remote code needs Transformers {SUPPORTED_TRANSFORMERS} and PyTorch {SUPPORTED_TORCH}. On Transformers "
+        "4 it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
+        "earlier, with a `FileNotFoundError` in `transformers_modules`).")
+    return notes
+
+
 def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE_PATH):
     """The ``huggingface_hub.ModelCard`` of a fine-tuned model."""
     import torch
@@ -170,7 +207,8 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         purpose_sentence=purpose_sentence(content),
         attention_type=content.attention_type,
         attention_config=json.dumps(content.attention_config),
-        paper=description["paper"],
+        paper=paper_reference(description),
+        citation=description["citation"],
         equations=description["equations"],
         complexity=description["complexity"],
         results=[{"split": split, "metric": metric, "value": value}
@@ -182,6 +220,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,
+        limitations=limitations(content),
         versions={"hf_effattn": __version__, "Transformers": transformers.__version__,
                   "PyTorch": torch.__version__},
     )
@@ -192,3 +231,9 @@ def write_model_card(folder: str | Path, content: CardContent) -> Path:
     path = Path(folder) / "README.md"
     render_model_card(content).save(path)
     return path
+
+
+def card_writer(folder: str | Path, content: CardContent):
+    """``write_card(repo_id)`` for :func:`~hf_effattn.finetuning.publishing.publish_folder`: ``content``'s card, naming
+    the repository ``repo_id``, into ``folder``."""
+    return lambda repo_id: write_model_card(folder, dataclasses.replace(content, repo_id=repo_id))

@@ -15,9 +15,9 @@ from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
 from .lora import add_lora, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
-from .model_card import CardContent, CardKind, write_model_card
+from .model_card import CardContent, CardKind, card_writer
 from .output_folder import RESULTS_FILE, prepare_output_folder
-from .publishing import push_folder, save_model_folder
+from .publishing import publish_folder, repository_name, save_model_folder
 
 logger = logging.getLogger(__name__)
 
@@ -129,7 +129,7 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
     config, state = unwrapped.config, outcome.state
     return CardContent(
         kind=kind,
-        repo_id=args.hub_model_id or Path(args.output_dir).resolve().name,
+        repo_id=repository_name(args.hub_model_id, args.output_dir),
         attention_type=config.attention_type,
         attention_config=config.attention_config,
         base_model=args.model_name_or_path,
@@ -145,14 +145,13 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
 
 def publish(args, accelerator, model, processor, data, outcome: TrainingOutcome, kind: CardKind,
             transfer: dict | None = None) -> None:
-    """Save the Hub-ready folder into ``--output_dir``; upload it with ``--push_to_hub``."""
+    """Save the Hub-ready folder into ``--output_dir``, with its model card; upload it with ``--push_to_hub``."""
     save_model_folder(accelerator, model, processor, args.output_dir)
     if accelerator.is_main_process:
         content = card_content(args, accelerator, model, data, outcome, kind, transfer)
         results = {"eval": outcome.final_metrics, "best_metric": outcome.state.best_metric,
                    "best_step": outcome.state.best_step, "history": outcome.state.history}
         (Path(args.output_dir) / RESULTS_FILE).write_text(json.dumps(results, indent=2))
-        write_model_card(args.output_dir, content)
-        if args.push_to_hub:
-            push_folder(args.output_dir, content.repo_id, token=args.hub_token, private=args.hub_private_repo)
+        publish_folder(args.output_dir, content.repo_id, card_writer(args.output_dir, content), push=args.push_to_hub,
+                       token=args.hub_token, private=args.hub_private_repo)
     accelerator.wait_for_everyone()

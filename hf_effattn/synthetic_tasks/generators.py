@@ -1,4 +1,4 @@
-"""Generators of the PSF paper's synthetic long-range tasks (Zhang & Yang, Sec. 5.2) and of LRA ListOps.
+"""Generators of the PSF paper's synthetic long-range tasks (Khalitov et al., Sec. 5.2) and of LRA ListOps.
 
 Every generator draws from a ``random.Random`` it is given, so that a seed fixes the data.
 

@@ -20,10 +20,15 @@ from .attention_kerformer import KerformerAttention, KerformerSettings  # isort:
 from .attention_dba import DBAAttention, DBASettings  # isort: skip
 from .attention_psf import PSFAttention, PSFSettings  # isort: skip
 from .attention_vanilla import EagerAttention, SdpaAttention  # isort: skip
+from .attention_linear import LinearAttention, LinearSettings  # isort: skip
+from .attention_performer import PerformerAttention, PerformerSettings  # isort: skip
+from .attention_cosformer import CosformerAttention, CosformerSettings  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
     "describe_attention", "get_attention_class", "list_attentions", "register_attention",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
+    "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "CosformerAttention",
+    "CosformerSettings",
 ]

@@ -24,6 +24,10 @@ CASES = {
     "psf-residual": ("psf", {"residual": True, "num_factors": 3, "num_links": 3, "factor_hidden_size": 7}),
     "eager": ("eager", {}),
     "sdpa": ("sdpa", {}),
+    "linear": ("linear", {}),
+    "performer": ("performer", {}),
+    "performer-m5": ("performer", {"num_features": 5, "feature_seed": 3}),
+    "cosformer": ("cosformer", {}),
 }
 STATEFUL = [case for case, (name, _) in CASES.items() if build(name).carries_state]
 

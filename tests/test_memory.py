@@ -11,7 +11,10 @@ from torch.utils._pytree import tree_leaves
 import hf_effattn
 
 LENGTH, HIDDEN, HEADS = 512, 16, 2
-MAX_GROWTH = {"singularformer": 2.2, "kerformer": 2.2, "dba": 2.2, "psf": 2.5}  # PSF: O(N log N)
+MAX_GROWTH = {
+    "singularformer": 2.2, "kerformer": 2.2, "dba": 2.2, "psf": 2.5,  # PSF: O(N log N)
+    "linear": 2.2, "performer": 2.2, "cosformer": 2.2,
+}
 
 
 class LargestTensor(TorchDispatchMode):

@@ -78,6 +78,11 @@ def test_unknown_setting_names_it_and_lists_valid_ones():
         ("singularformer", {"gamma_diagonal": -0.1}, 16, 2, ["gamma_diagonal=-0.1", ">= 0"]),
         ("psf", {"num_factors": 0}, 16, 2, ["num_factors=0", "positive integer"]),
         ("psf", {"num_links": 6}, 16, 2, ["num_links=6", "at most 5 for max_length=16"]),
+        ("linear", {"eps": -1e-6}, 16, 2, ["eps=-1e-06", "> 0"]),
+        ("cosformer", {"eps": 0}, 16, 2, ["eps=0", "> 0"]),
+        ("performer", {"num_features": 0}, 16, 2, ["num_features=0", "positive integer"]),
+        ("performer", {"redraw_interval": 0}, 16, 2, ["redraw_interval=0", "or None to keep the features fixed"]),
+        ("performer", {"feature_seed": -1}, 16, 2, ["feature_seed=-1", "non-negative integer"]),
         ("eager", {}, 10, 3, ["hidden_size=10", "num_attention_heads=3"]),
         ("singularformer", {}, 16, 3, ["hidden_size=16", "num_attention_heads=3"]),
     ],
@@ -113,6 +118,9 @@ def test_capability_flags():
         "psf": {"supports_padding_mask", "needs_max_length"},
         "eager": {"supports_padding_mask", "uses_query_key"},
         "sdpa": {"supports_padding_mask", "uses_query_key"},
+        "linear": {"supports_padding_mask", "uses_query_key"},
+        "performer": {"supports_padding_mask", "uses_query_key"},
+        "cosformer": {"supports_padding_mask", "uses_query_key"},
     }
 
 
@@ -121,3 +129,8 @@ def test_describe_attention_paper_defaults():
     singular = hf_effattn.describe_attention("singularformer")["defaults"]
     assert singular["gamma_orthogonal"] == singular["gamma_diagonal"] == 0.01 and singular["rank"] is None
     assert hf_effattn.describe_attention("kerformer")["defaults"]["se_mode"] == "token"
+    assert hf_effattn.describe_attention("performer")["defaults"] == {
+        "num_features": 256, "redraw_interval": None, "feature_seed": 0
+    }
+    assert hf_effattn.describe_attention("linear")["defaults"] == {"eps": 1e-6}
+    assert hf_effattn.describe_attention("cosformer")["defaults"] == {"eps": 1e-6}

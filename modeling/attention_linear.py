@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch.nn.functional as F
+import torch
 
 from .attention_base import AttentionSettings, register_attention, require
 from .kernel_attention import KernelAttention
@@ -42,9 +42,12 @@ class LinearSettings(AttentionSettings):
         require(self.eps > 0, "eps", self.eps, "> 0")
 
 
-def elu_feature_map(x):
-    """``phi(x) = elu(x) + 1`` (Sec. 3.2.1), elementwise, > 0."""
-    return F.elu(x) + 1
+def elu_feature_map(x: torch.Tensor) -> torch.Tensor:
+    """``phi(x) = elu(x) + 1`` (Eq. 7), elementwise, > 0, written out as ``x + 1`` for ``x > 0`` and ``exp(x)``
+    otherwise: the same function (the exponent is clamped at 0 so that the unused branch never overflows), and
+    unlike ``F.elu`` its backward compiles (``torch.compile``'s AOT backward of ``elu`` gets a gradient whose strides
+    a later ``view`` rejects, seen with torch 2.13)."""
+    return torch.where(x > 0, x + 1, torch.exp(x.clamp(max=0)))
 
 
 @register_attention("linear")

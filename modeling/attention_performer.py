@@ -71,11 +71,13 @@ class PerformerSettings(AttentionSettings):
 
 def orthogonal_gaussian_features(num_features: int, dim: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """``[m, d]`` orthogonal random features (Sec. 2.4), in float64 on the CPU: ``ceil(m / d)`` blocks of d orthonormal
-    rows (QR of a Gaussian matrix), the first m rows kept, each scaled to the norm of a Gaussian vector."""
+    rows (Gram-Schmidt of a Gaussian matrix, as the paper has it: QR with R's diagonal made positive, without which
+    the rows' directions are not uniform), the first m rows kept, each scaled to the norm of a Gaussian vector."""
     blocks = []
     for _ in range(math.ceil(num_features / dim)):
         gaussian = torch.randn(dim, dim, generator=generator, dtype=torch.float64, device="cpu")
-        blocks.append(torch.linalg.qr(gaussian).Q.T)
+        q, r = torch.linalg.qr(gaussian)
+        blocks.append((q * torch.sign(torch.diagonal(r))).T)  # Gram-Schmidt's signs: uniformly random directions
     norms = torch.randn(num_features, dim, generator=generator, dtype=torch.float64, device="cpu").norm(dim=1)
     return norms[:, None] * torch.cat(blocks)[:num_features]
 

@@ -1,18 +1,24 @@
 """The papers' baselines beyond what every mechanism is tested for (tests/test_mechanisms_reference.py, test_padding.py,
 test_memory.py, test_mixed_precision.py): Performer's random features (what they estimate, how they are drawn,
-saved, converted and redrawn, and its stabiliser), and pretrained checkpoints converting into the baselines."""
+saved, converted and redrawn, and its stabiliser), pretrained checkpoints converting into the baselines, and the
+command line listing, benchmarking and training them."""
 
 from __future__ import annotations
 
+import argparse
+import csv
 import logging
 import math
 
 import pytest
 import torch
 import transformers
+from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
 
 import hf_effattn
+from hf_effattn import benchmark, listing
 from hf_effattn.modeling.attention_performer import orthogonal_gaussian_features
+from hf_effattn.synthetic_tasks import training
 from mechanism_helpers import build, mixed_batch, random_batch
 from models_helpers import save_source, text_config, text_inputs
 from references import performer_reference
@@ -121,7 +127,7 @@ def test_performer_redraw_skips_the_recomputation_of_gradient_checkpointing():
     for checkpointing in (False, True):
         model = performer_model(redraw_interval=1).train()
         if checkpointing:
-            model.gradient_checkpointing_enable()
+            model.activation_checkpointing_enable()
         train_step(model, batch)  # step 1: the initial features
         train_step(model, batch)  # step 2: redrawn before its forward, not again before its recomputation
         assert all(layer.attention.self.training_steps == 2 for layer in model.roberta.encoder.layer)
@@ -170,3 +176,41 @@ def test_checkpoint_converts_into_parameter_free_baselines_losslessly(tmp_path, 
                for r in caplog.records)
     query = reference.base_model.encoder.layer[0].attention.self.query.weight
     assert torch.equal(model.roberta.encoder.layer[0].attention.self.query.weight, query)
+
+
+BASELINE_PAPERS = {"linear": "arXiv:2006.16236", "performer": "arXiv:2009.14794", "cosformer": "arXiv:2202.08791"}
+
+
+def cli(module, argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    module.add_arguments(parser)
+    return module.run(parser.parse_args(argv))
+
+
+def test_list_shows_the_baselines_with_their_papers(capsys):
+    assert cli(listing, ["--attentions"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines()[1:]}
+    for name, arxiv in BASELINE_PAPERS.items():
+        assert arxiv in lines[name] and "O(N" in lines[name]
+
+
+def test_bench_measures_the_baselines(tmp_path):
+    argv = ["--attentions", *BASELINE_PAPERS, "--parts", "attention", "--lengths", "8", "16", "--hidden_size", "16",
+            "--num_heads", "2", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--dtype", "float32",
+            "--threads", "1", "--output_dir", str(tmp_path)]
+    assert cli(benchmark, argv) == 0
+    with open(tmp_path / "results.csv") as handle:
+        rows = [row for row in csv.DictReader(handle) if row["mechanism"] in BASELINE_PAPERS]
+    assert {(row["mechanism"], int(row["length"])) for row in rows} == {(m, n) for m in BASELINE_PAPERS for n in (8, 16)}
+    assert all(not row["note"] and float(row["fwd_bwd_ms"]) > 0 for row in rows)
+
+
+@pytest.mark.parametrize("attention", list(BASELINE_PAPERS))
+def test_train_task_trains_each_baseline(attention):
+    parser = argparse.ArgumentParser()
+    training.add_arguments(parser)
+    args = parser.parse_args(["adding", "--length", "16", "--attention", attention, "--steps", "3", "--batch_size", "4",
+                              "--hidden_size", "16", "--num_heads", "2", "--layers", "1", "--eval_size", "8",
+                              "--threads", "1"])
+    result = training.train_task(args)
+    assert len(result["train_losses"]) == 3 and all(math.isfinite(loss) for loss in result["train_losses"])

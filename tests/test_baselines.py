@@ -201,7 +201,8 @@ def test_bench_measures_the_baselines(tmp_path):
     assert cli(benchmark, argv) == 0
     with open(tmp_path / "results.csv") as handle:
         rows = [row for row in csv.DictReader(handle) if row["mechanism"] in BASELINE_PAPERS]
-    assert {(row["mechanism"], int(row["length"])) for row in rows} == {(m, n) for m in BASELINE_PAPERS for n in (8, 16)}
+    expected = {(name, length) for name in BASELINE_PAPERS for length in (8, 16)}
+    assert {(row["mechanism"], int(row["length"])) for row in rows} == expected
     assert all(not row["note"] and float(row["fwd_bwd_ms"]) > 0 for row in rows)
 
 

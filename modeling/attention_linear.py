@@ -1,7 +1,7 @@
 """Linear attention: softmax replaced by the feature map ``elu(x) + 1`` on queries and keys.
 
 Paper: Katharopoulos, Vyas, Pappas & Fleuret, "Transformers are RNNs: Fast Autoregressive Transformers with
-Linear Attention", ICML 2020, arXiv:2006.16236, Sec. 3.2 (Eqs. 3-6) and Sec. 3.2.1 (the feature map, Eq. 7).
+Linear Attention", ICML 2020, arXiv:2006.16236, Sec. 3.2 (Eqs. 4-6) and Sec. 3.2.1 (the feature map, Eq. 7).
 
 Per head, with ``phi(x) = elu(x) + 1`` elementwise (Eq. 7; positive, so every similarity is positive), Eq. 5
 computed right to left (Eq. 6)::

@@ -55,7 +55,7 @@ from .masking import masked_fill_min, zero_pads
 
 @dataclass(frozen=True)
 class PerformerSettings(AttentionSettings):
-    """``num_features``: m, the number of random features (the paper's experiments: 256).
+    """``num_features``: m, the number of random features (default 256).
     ``redraw_interval``: draw new features every this many training steps (None: keep them fixed).
     ``feature_seed``: seed of the initial features (layer i uses ``feature_seed + i``)."""
 

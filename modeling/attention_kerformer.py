@@ -26,11 +26,8 @@ SE-K (``se_mode``):
 The SE-K layers are shared by the heads. The attention matrix this implies is
 ``A_ij = phi(q_i) . K'_j / (phi(q_i) . sum_j K'_j + eps)``.
 
-Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place, the attention
-probabilities): in training, whole columns of A are dropped, one Bernoulli draw per (sequence, head, key
-token) shared by every query, kept ones scaled by ``1 / (1 - p)``. That is ``A_ij m_j``: the mask multiplies
-``K'_j`` in the summary ``sum_j K'_j^T v_j`` only, not in the normaliser, so the cost stays linear (a
-per-(i, j) mask would need the N x N matrix).
+Dropout (``attention_probs_dropout_prob``; the paper names none): whole columns of the attention matrix, as
+for every kernelized mechanism (:mod:`kernel_attention`).
 
 Cost: O(N d^2) time, O(N d) memory per head.
 """
@@ -42,9 +39,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import (
-    AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require, setting,
-)
+from .attention_base import AttentionSettings, register_attention, require, setting
+from .kernel_attention import KernelAttention
 from .masking import token_ranks, zero_pads
 
 SE_MODES = ("token", "channel", "none")
@@ -69,7 +65,7 @@ class KerformerSettings(AttentionSettings):
 
 
 @register_attention("kerformer")
-class KerformerAttention(EfficientAttention):
+class KerformerAttention(KernelAttention):
     """Sigmoid/softmax kernel attention with SE-K reweighting of the keys."""
 
     settings_class = KerformerSettings
@@ -118,24 +114,6 @@ class KerformerAttention(EfficientAttention):
 
     def kernel_features(self, hidden_states, padding_mask):
         """``phi(Q)``, reweighted ``varphi(K)`` (pads zeroed) and ``V``, each ``[B, h, N, d]``."""
-        query, key, value = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+        query, key, value = self.project(hidden_states)
         keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
         return torch.sigmoid(query), self.reweight_keys(keys, padding_mask), value
-
-    def dropped_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """``keys [B, h, N, d]`` with whole key rows dropped (attention dropout on the columns of A, see the module
-        docstring); the keys themselves outside training or without dropout."""
-        if not self.training or self.dropout.p == 0:
-            return keys
-        return keys * self.dropout(keys.new_ones(*keys.shape[:-1], 1))
-
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        self.check_length(hidden_states.shape[1])
-        query, keys, value = self.kernel_features(hidden_states, padding_mask)
-        summary = torch.matmul(self.dropped_keys(keys).transpose(-1, -2), value)  # sum_j m_j K'_j^T v_j, [B, h, d, d]
-        normaliser = torch.matmul(query, keys.sum(2).unsqueeze(-1)) + self.settings.eps  # [B, h, N, 1]
-        context = torch.matmul(query, summary) / normaliser
-        attentions = None
-        if output_attentions:
-            attentions = torch.matmul(query, keys.transpose(-1, -2)) / normaliser
-        return AttentionOutput(self.merge_heads(context), attentions=attentions)

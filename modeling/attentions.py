@@ -21,13 +21,17 @@ from .attention_kerformer import KerformerAttention, KerformerSettings  # isort:
 from .attention_dba import DBAAttention, DBASettings  # isort: skip
 from .attention_psf import PSFAttention, PSFSettings  # isort: skip
 from .attention_vanilla import EagerAttention, SdpaAttention  # isort: skip
+from .attention_linear import LinearAttention, LinearSettings  # isort: skip
+from .attention_performer import PerformerAttention, PerformerSettings  # isort: skip
 from .attention_nystromformer import NystromformerAttention, NystromformerSettings  # isort: skip
 from .attention_linformer import LinformerAttention, LinformerSettings  # isort: skip
+from .attention_cosformer import CosformerAttention, CosformerSettings  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
     "describe_attention", "get_attention_class", "list_attentions", "register_attention", "setting",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
-    "NystromformerAttention", "NystromformerSettings", "LinformerAttention", "LinformerSettings",
+    "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",
+    "NystromformerSettings", "LinformerAttention", "LinformerSettings", "CosformerAttention", "CosformerSettings",
 ]

@@ -7,7 +7,8 @@ import torch
 import hf_effattn
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
-MECHANISMS = EFFICIENT + ["eager", "sdpa", "nystromformer", "linformer"]
+BASELINES = ["linear", "performer", "nystromformer", "linformer", "cosformer"]  # the papers' efficient baselines
+MECHANISMS = EFFICIENT + ["eager", "sdpa"] + BASELINES
 HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
 
 

@@ -14,7 +14,8 @@ from transformers import BertConfig, RobertaConfig, ViTConfig
 
 import hf_effattn
 
-MECHANISMS = ["singularformer", "kerformer", "dba", "psf", "eager", "sdpa", "nystromformer", "linformer"]
+MECHANISMS = ["singularformer", "kerformer", "dba", "psf", "eager", "sdpa", "linear", "performer", "nystromformer",
+              "linformer", "cosformer"]
 PAD = 1  # RoBERTa's pad_token_id
 
 SIZES = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)

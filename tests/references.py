@@ -195,6 +195,39 @@ def linformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
     return attend(probs @ f, value)
 
 
+def linear_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """Linear attention (Katharopoulos et al. 2020). Eq. 7: ``phi(x) = elu(x) + 1``; Eq. 4:
+    ``A_ij = phi(q_i) . phi(k_j) / (sum_j phi(q_i) . phi(k_j) + eps)``."""
+    query, key, value = projections(attn, x)
+    similarity = (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(-1, -2)
+    return attend(similarity / (similarity.sum(-1, keepdim=True) + attn.settings.eps), value)
+
+
+def performer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """Performer, FAVOR+ (Choromanski et al. 2021, Lemma 1) with the module's own random features ``W [m, d]``:
+    ``phi(x) = exp(W x' - |x'|^2 / 2) / sqrt(m)``, ``x' = x / d^(1/4)``, unstabilised;
+    ``A_ij = phi(q_i) . phi(k_j) / sum_j phi(q_i) . phi(k_j)``."""
+    query, key, value = projections(attn, x)
+    features = attn.random_features
+
+    def phi(z):
+        z = z / z.shape[-1] ** 0.25
+        return torch.exp(z @ features.T - (z * z).sum(-1, keepdim=True) / 2) / math.sqrt(len(features))
+
+    similarity = phi(query) @ phi(key).transpose(-1, -2)
+    return attend(similarity / similarity.sum(-1, keepdim=True), value)
+
+
+def cosformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """cosFormer (Qin et al. 2022, Sec. 3): ``s_ij = relu(q_i) . relu(k_j) cos(pi/2 (i - j) / M)``, M = L (the
+    sequence length, here its real tokens), ``A_ij = s_ij / max(sum_j s_ij, eps)``."""
+    query, key, value = projections(attn, x)
+    positions = torch.arange(x.shape[0], dtype=x.dtype)
+    reweighting = torch.cos(math.pi / 2 * (positions[:, None] - positions[None, :]) / x.shape[0])
+    similarity = (torch.relu(query) @ torch.relu(key).transpose(-1, -2)) * reweighting
+    return attend(similarity / similarity.sum(-1, keepdim=True).clamp_min(attn.settings.eps), value)
+
+
 REFERENCES = {
     "singularformer": singularformer_reference,
     "kerformer": kerformer_reference,
@@ -204,6 +237,9 @@ REFERENCES = {
     "sdpa": vanilla_reference,
     "nystromformer": nystromformer_reference,
     "linformer": linformer_reference,
+    "linear": linear_reference,
+    "performer": performer_reference,
+    "cosformer": cosformer_reference,
 }
 
 

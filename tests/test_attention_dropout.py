@@ -1,6 +1,6 @@
 """Attention dropout (``attention_probs_dropout_prob``): every mechanism honours it in training, at the place its
-docstring names, and ignores it in evaluation. Kerformer and PSF, whose attention matrix is never built, are
-checked against their dense references with the very mask the module drew."""
+docstring names, and ignores it in evaluation. The kernelized mechanisms and PSF, whose attention matrix is never
+built, are checked against their dense references with the very mask the module drew."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from torch import nn
 import hf_effattn
 from mechanism_helpers import MECHANISMS, build, mixed_batch
 from models_helpers import text_config
-from references import kerformer_reference, merge, projections, psf_reference
+from references import REFERENCES, merge, projections, psf_reference
 
 
 class RecordingDropout(nn.Dropout):
@@ -53,15 +53,16 @@ def test_config_passes_dropout_to_every_mechanism(name):
     assert {layer.attention.self.dropout.p for layer in model.encoder.layer} == {0.25}
 
 
-def test_kerformer_drops_whole_key_columns_of_the_attention_matrix():
-    attn = build("kerformer").train()
+@pytest.mark.parametrize("name", ["kerformer", "linear", "performer", "cosformer"])
+def test_kernelized_mechanisms_drop_whole_key_columns_of_the_attention_matrix(name):
+    attn = build(name).train()
     attn.dropout = RecordingDropout()
     x, mask = mixed_batch()
     out = attn(x, mask).context
     columns = attn.dropout.multiplier[..., 0]  # [B, h, N]: one draw per key token
     for b in range(x.shape[0]):
         real = x[b][mask[b]]
-        dropped = kerformer_reference(attn, real).attention * columns[b][:, None, mask[b]]
+        dropped = REFERENCES[name](attn, real).attention * columns[b][:, None, mask[b]]
         torch.testing.assert_close(out[b][mask[b]], merge(dropped @ projections(attn, real)[2]), atol=1e-10, rtol=0)
 
 

@@ -30,6 +30,10 @@ CASES = {
                                                             "pinv_iterations": 2}),
     "linformer": ("linformer", {}),
     "linformer-separate-kv": ("linformer", {"projected_length": 3, "share_kv": False}),
+    "linear": ("linear", {}),
+    "performer": ("performer", {}),
+    "performer-m5": ("performer", {"num_features": 5, "feature_seed": 3}),
+    "cosformer": ("cosformer", {}),
 }
 STATEFUL = [case for case, (name, _) in CASES.items() if build(name).carries_state]
 

@@ -12,8 +12,9 @@ import hf_effattn
 
 LENGTH, HIDDEN, HEADS = 512, 16, 2
 MAX_GROWTH = {
-    "singularformer": 2.2, "kerformer": 2.2, "dba": 2.2, "psf": 2.5, "nystromformer": 2.2, "linformer": 2.2,
-}  # PSF: O(N log N)
+    "singularformer": 2.2, "kerformer": 2.2, "dba": 2.2, "psf": 2.5,  # PSF: O(N log N)
+    "linear": 2.2, "performer": 2.2, "nystromformer": 2.2, "linformer": 2.2, "cosformer": 2.2,
+}
 
 
 class LargestTensor(TorchDispatchMode):

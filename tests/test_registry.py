@@ -82,6 +82,11 @@ def test_unknown_setting_names_it_and_lists_valid_ones():
         ("nystromformer", {"pinv_iterations": 0}, 16, 2, ["pinv_iterations=0", "positive integer"]),
         ("nystromformer", {"conv_kernel_size": 4}, 16, 2, ["conv_kernel_size=4", "odd positive integer", "None"]),
         ("linformer", {"projected_length": 0}, 16, 2, ["projected_length=0", "positive integer"]),
+        ("linear", {"eps": -1e-6}, 16, 2, ["eps=-1e-06", "> 0"]),
+        ("cosformer", {"eps": 0}, 16, 2, ["eps=0", "> 0"]),
+        ("performer", {"num_features": 0}, 16, 2, ["num_features=0", "positive integer"]),
+        ("performer", {"redraw_interval": 0}, 16, 2, ["redraw_interval=0", "or None to keep the features fixed"]),
+        ("performer", {"feature_seed": -1}, 16, 2, ["feature_seed=-1", "non-negative integer"]),
         ("eager", {}, 10, 3, ["hidden_size=10", "num_attention_heads=3"]),
         ("singularformer", {}, 16, 3, ["hidden_size=16", "num_attention_heads=3"]),
     ],
@@ -119,6 +124,9 @@ def test_capability_flags():
         "sdpa": {"supports_padding_mask", "uses_query_key"},
         "nystromformer": {"supports_padding_mask", "uses_query_key"},
         "linformer": {"supports_padding_mask", "needs_max_length", "uses_query_key"},
+        "linear": {"supports_padding_mask", "uses_query_key"},
+        "performer": {"supports_padding_mask", "uses_query_key"},
+        "cosformer": {"supports_padding_mask", "uses_query_key"},
     }
 
 
@@ -131,3 +139,8 @@ def test_describe_attention_paper_defaults():
         "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
     }
     assert hf_effattn.describe_attention("linformer")["defaults"] == {"projected_length": 256, "share_kv": True}
+    assert hf_effattn.describe_attention("performer")["defaults"] == {
+        "num_features": 256, "redraw_interval": None, "feature_seed": 0
+    }
+    assert hf_effattn.describe_attention("linear")["defaults"] == {"eps": 1e-6}
+    assert hf_effattn.describe_attention("cosformer")["defaults"] == {"eps": 1e-6}

@@ -30,7 +30,8 @@ from hf_effattn.finetuning import run as finetuning_run
 from hf_effattn.transfer import REPORT_FILE, masked_mse, transfer_attention
 from hf_effattn.transfer_data import transfer_loader
 
-EFFICIENT = ["singularformer", "kerformer", "dba", "psf", "nystromformer", "linformer"]
+EFFICIENT = ["singularformer", "kerformer", "dba", "psf", "linear", "performer", "nystromformer", "linformer",
+             "cosformer"]
 
 
 def save_peaked_source(model_class, kind: str, folder) -> str:

@@ -138,6 +138,16 @@ def script_output(tmp_path_factory) -> Path:
     return output
 
 
+def test_a_finished_lora_run_is_not_continued_or_replaced_without_overwrite_output_dir(script_output):
+    """The adapter is the final model of a LoRA run: resuming into its folder is refused like any finished run."""
+    with pytest.raises(ValueError, match="holds a finished run"):
+        load_script("run_text_classification").main([
+            "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "psf", "--task_name", "sst2",
+            "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH), "--lora_r", "4", "--lora_dropout", "0",
+            *training_options(script_output, num_train_epochs=1), "--resume_from_checkpoint", "latest",
+        ])
+
+
 def test_adapters_reproduce_the_trained_models_in_a_fresh_process(tmp_path, script_output):
     """Each mechanism after a few LoRA steps, and the script's result: the same logits in fresh processes."""
     source = tmp_path / "roberta"

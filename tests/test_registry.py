@@ -85,7 +85,7 @@ def test_unknown_setting_names_it_and_lists_valid_ones():
         ("linear", {"eps": -1e-6}, 16, 2, ["eps=-1e-06", "> 0"]),
         ("cosformer", {"eps": 0}, 16, 2, ["eps=0", "> 0"]),
         ("performer", {"num_features": 0}, 16, 2, ["num_features=0", "positive integer"]),
-        ("performer", {"redraw_interval": 0}, 16, 2, ["redraw_interval=0", "or None to keep the features fixed"]),
+        ("performer", {"redraw_interval": 0}, 16, 2, ["redraw_interval=0", "or None for fixed features"]),
         ("performer", {"feature_seed": -1}, 16, 2, ["feature_seed=-1", "non-negative integer"]),
         ("eager", {}, 10, 3, ["hidden_size=10", "num_attention_heads=3"]),
         ("singularformer", {}, 16, 3, ["hidden_size=16", "num_attention_heads=3"]),

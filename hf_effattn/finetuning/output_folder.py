@@ -6,7 +6,7 @@ the run saved there (``--resume_from_checkpoint``) or replaces it (``--overwrite
 ``--overwrite_output_dir``, since the resumed run rewrites its final files.
 
 A new run with ``--overwrite_output_dir`` first removes the previous run's checkpoints (``best`` included),
-final weights, results, attention-transfer report and tracker logs, so that neither ``latest`` nor the folder
+final weights (after LoRA, the adapter and its ``base_model/``), results, attention-transfer report and tracker logs, so that neither ``latest`` nor the folder
 mixes two runs; the previous run's other Hub-ready files (config, tokenizer or image processor, model card) are
 replaced when the new run finishes, and files that no run writes are left alone.
 """
@@ -20,11 +20,12 @@ from pathlib import Path
 from ..transfer import REPORT_FILE
 from .checkpoints import CHECKPOINTS_DIR, PARTIAL_SUFFIX, REPLACED_SUFFIX, checkpoint_root
 from .loop import TRACKER_PROJECT
+from .lora import BASE_DIR
 
 RESULTS_FILE = "all_results.json"
-FINAL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
-PREVIOUS_RUN_ENTRIES = (CHECKPOINTS_DIR, TRACKER_PROJECT, *FINAL_WEIGHTS, "model-*-of-*.safetensors", RESULTS_FILE,
-                        REPORT_FILE)
+FINAL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")  # LoRA: the adapter
+PREVIOUS_RUN_ENTRIES = (CHECKPOINTS_DIR, TRACKER_PROJECT, *FINAL_WEIGHTS, "model-*-of-*.safetensors", BASE_DIR,
+                        RESULTS_FILE, REPORT_FILE)
 
 logger = logging.getLogger(__name__)
 

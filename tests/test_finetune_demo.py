@@ -24,9 +24,12 @@ def test_quick_demo_trains_both_mechanisms_and_reloads_as_remote_code(tmp_path, 
 def test_demo_with_another_mechanism_and_the_same_baseline_replaces_an_earlier_run_when_asked(tmp_path, capsys):
     (tmp_path / "model.safetensors").write_text("an earlier run's model")
     argv = ["demo", "--quick", "--threads", "1", "--attention", "sdpa", "--output_dir", str(tmp_path)]
-    with pytest.raises(ValueError, match="holds a finished run .*pass --overwrite_output_dir"):
+    with pytest.raises(SystemExit) as exit:
         main(argv)
-    capsys.readouterr()
+    assert exit.value.code == 2
+    error = capsys.readouterr().err
+    assert error.startswith("hf-effattn demo: error: --output_dir") and "holds a finished run" in error
+    assert "pass --overwrite_output_dir" in error and error.count("\n") == 1
     assert main([*argv, "--overwrite_output_dir"]) == 0
     out = capsys.readouterr().out
     assert out.count("Fine-tuning with") == 1  # the baseline is the mechanism: trained once

@@ -26,14 +26,16 @@ def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: i
     Any other shape raises ``ValueError``, and so does a 4-D mask that is not a broadcast padding mask (a causal or
     per-query mask, an attention bias): the mechanisms can only hide the same keys from every query. The values of
     a 4-D mask are checked in eager mode; while compiling or exporting they are not (a check would break the graph).
+    A mask without pads (all ones, as a tokenizer returns for sequences of one length) gives ``None`` in eager mode,
+    so that the mechanisms take their unpadded paths (the same outputs, sooner).
     """
     if attention_mask is None:
         return None
     shape = tuple(attention_mask.shape)
     if shape == (batch, length):
-        return attention_mask.bool()
+        return without_padding_as_none(attention_mask.bool())
     if len(shape) == 4 and shape[:2] == (batch, 1) and shape[2] in (1, length) and shape[3] == length:
-        return padding_mask_from_4d(attention_mask)
+        return without_padding_as_none(padding_mask_from_4d(attention_mask))
     raise ValueError(
         f"attention_mask of shape {list(shape)} does not fit an input of {batch} sequences of {length} tokens: "
         f"pass [B, N] = [{batch}, {length}] (1 at real tokens, 0 at pads), or its broadcast as Transformers "
@@ -53,9 +55,24 @@ def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
     else:
         seen = torch.where(is_zero_one(rows), rows == 1, rows == 0)
     padding_mask = seen.any(1)
-    if not (torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()):
+    if not capturing_graph():
         check_padding_broadcast(rows, seen, padding_mask)
     return padding_mask
+
+
+def capturing_graph() -> bool:
+    """Whether the code runs under ``torch.compile``, ``torch.export`` or tracing, where branching on a tensor's
+    values would break the graph."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
+def without_padding_as_none(padding_mask: torch.Tensor) -> torch.Tensor | None:
+    """``None`` for a ``[B, N]`` padding mask in which every token is real, read in eager mode only (as Transformers'
+    sdpa path drops an all-ones mask: one host sync per forward on an accelerator); a captured graph keeps the mask
+    and never branches on its values."""
+    if capturing_graph() or not bool(padding_mask.all()):
+        return padding_mask
+    return None
 
 
 def is_zero_one(values: torch.Tensor) -> torch.Tensor:

@@ -113,3 +113,16 @@ def test_a_4d_mask_compiles_as_one_graph():
             mask = PADDING_FORMS[form]
             outputs = compiled(input_ids=INPUTS["input_ids"], attention_mask=mask)
             assert torch.equal(outputs.last_hidden_state, reference)
+
+
+def test_a_mask_without_pads_gives_the_unpadded_path_in_eager_mode_only():
+    """An all-ones mask (2-D or 4-D) reads as no padding mask in eager mode, so the mechanisms take their unpadded
+    kernels (PSF's shift kernel, not its window kernel); under tracing the mask is kept, with no branch on it."""
+    from hf_effattn.modeling.masking import padding_mask_from
+
+    ones, padded = torch.ones(2, 5, dtype=torch.long), torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    assert padding_mask_from(ones, 2, 5) is None
+    assert padding_mask_from(ones[:, None, None, :], 2, 5) is None
+    assert torch.equal(padding_mask_from(padded, 2, 5), padded.bool())
+    traced = torch.jit.trace(lambda mask: padding_mask_from(mask, 2, 5), (ones,), check_trace=False)
+    assert torch.equal(traced(padded), padded.bool())  # the trace kept the mask: it serves padded batches too

@@ -145,4 +145,6 @@ def save_adapter_folder(model, folder, state_dict: dict | None = None, is_main_p
                          **({} if save_function is None else {"save_function": save_function}))
     config = model.peft_config["default"]
     config.base_model_name_or_path = str((Path(final_folder or folder) / BASE_DIR).resolve())
-    model.save_pretrained(folder, state_dict=state_dict, is_main_process=is_main_process)
+    # The targets are linear layers, never the embeddings: no vocabulary check, which would look the base up
+    # before it is in place (a crash-safe save) or on the Hub.
+    model.save_pretrained(folder, state_dict=state_dict, is_main_process=is_main_process, save_embedding_layers=False)

@@ -25,6 +25,7 @@ import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
 from hf_effattn.command_line import run_script
+from hf_effattn.conversion import check_found
 from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
 from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_writer
@@ -107,6 +108,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Train with Trainer, evaluate every split, save the Hub-ready folder, push it if asked; returns the metrics."""
     training_args, options = parse_args(argv)
+    check_found(options.model_name_or_path)
     tokenizer = load_tokenizer(options.model_name_or_path)
     with training_args.main_process_first(desc="dataset preparation"):
         data = prepare_text_data(options, tokenizer)

@@ -85,6 +85,10 @@ def test_bad_options_are_refused_with_a_message(tmp_path, capsys):
     assert "--checkpointing_steps must be a positive integer or 'epoch'" in capsys.readouterr().err
     with pytest.raises(ValueError, match="Give a dataset"):
         script.main(base)
+    missing = ["--model_name_or_path", str(tmp_path / "no-such-model"), "--output_dir", str(tmp_path / "out")]
+    for main in (script.main, load_script("run_trainer").main):  # a local folder, not the Hub's id complaint
+        with pytest.raises(FileNotFoundError, match=r"Checkpoint folder .*no-such-model not found"):
+            main([*missing, "--task_name", "sst2"])
 
 
 def test_log_lines_never_break_into_the_progress_bar(tmp_path):

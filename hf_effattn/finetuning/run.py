@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from ..conversion import check_found
 from ..transfer import REPORT_FILE, load_teacher, transfer_attention
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
@@ -39,6 +40,7 @@ class Recipe:
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:
         """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""
         args = self.parse_args(argv)
+        check_found(args.model_name_or_path)
         accelerator = create_accelerator(args)
         prepare_output_folder(args, accelerator)
         checkpoint = (resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)

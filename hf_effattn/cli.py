@@ -19,8 +19,8 @@ SUBCOMMANDS = {
     "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),
     "convert": ("hf_effattn.conversion", "Convert a RoBERTa/BERT/ViT checkpoint to an efficient-attention model."),
     "bench": ("hf_effattn.benchmark", "Time and measure memory of the mechanisms against SDPA."),
-    "train-task": ("hf_effattn.synthetic_tasks", "Train on a synthetic long-range task (adding, temporal order, ListOps)."),
-    "demo": ("hf_effattn.demo", "Offline demo: fine-tune a small encoder, publish it as a Hub-ready folder, reload it."),
+    "train-task": ("hf_effattn.synthetic_tasks", "Train on a synthetic long-range task (adding, ordering, ListOps)."),
+    "demo": ("hf_effattn.demo", "Offline demo: fine-tune a small encoder, save it Hub-ready, reload it."),
 }
 
 

@@ -247,7 +247,7 @@ def build_attention(
     settings: dict[str, Any] | AttentionSettings | None = None,
     **kwargs: Any,
 ) -> EfficientAttention:
-    """Instantiate mechanism ``name``; ``kwargs`` are ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
+    """Build mechanism ``name``; ``kwargs``: ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
     return get_attention_class(name)(hidden_size, num_heads, build_settings(name, settings), **kwargs)
 
 

@@ -13,16 +13,16 @@ rows ``w_1 .. w_m`` of a fixed random matrix ``W [m, d]`` (Lemma 1's positive fe
 with sums over real tokens only (pads are zeroed in ``phi(K)``). ``E[phi(q) . phi(k)] = exp(q' . k')``, so A is an
 unbiased estimate of softmax's numerator, row-normalised: ``A_ij = phi(q_i) . phi(k_j) / sum_j phi(q_i) . phi(k_j)``.
 
-``W``: orthogonal Gaussian rows (Sec. 2.4): blocks of d rows orthogonalised by Gram-Schmidt (QR of a Gaussian
-matrix with R's diagonal made positive), each row rescaled to the norm of an independent d-dimensional Gaussian
-vector, so that every row is marginally N(0, I_d) (the authors' ``create_projection_matrix`` with ``scaling=0``,
-except that it keeps QR's own signs, which bias the rows' directions and so the estimate). One ``W`` per layer, shared by the heads, as in the
-authors' code. It is a persistent buffer drawn from ``feature_seed + layer_idx`` (so a saved model restores it and
-a converted checkpoint gets the same features every time). With ``redraw_interval = n`` (default None: never), a
-fresh ``W`` is drawn from torch's global generator (reproducible under ``torch.manual_seed``, like dropout) before
-every n-th training step; a step is a training-mode forward with gradients on, not counting the recomputation of
-gradient checkpointing. The step count is a Python attribute, which ``torch.compile`` specialises on: with redraws
-on, a compiled model may recompile at every step (the default, fixed features, compiles once).
+``W``: orthogonal Gaussian rows (Sec. 2.4): blocks of d rows orthogonalised by Gram-Schmidt (QR of a Gaussian matrix
+with R's diagonal made positive), each row rescaled to the norm of an independent d-dimensional Gaussian vector, so
+that every row is marginally N(0, I_d) (the authors' ``create_projection_matrix`` with ``scaling=0``, except that it
+keeps QR's own signs, which bias the rows' directions and so the estimate). One ``W`` per layer, shared by the
+heads, as in the authors' code. It is a persistent buffer drawn from ``feature_seed + layer_idx`` (so a saved model
+restores it and a converted checkpoint gets the same features every time). With ``redraw_interval = n`` (default
+None: never), a fresh ``W`` is drawn from torch's global generator (reproducible under ``torch.manual_seed``, like
+dropout) before every n-th training step; a step is a training-mode forward with gradients on, not counting the
+recomputation of gradient checkpointing. The step count is a Python attribute, which ``torch.compile`` specialises
+on: with redraws on, a compiled model may recompile at every step (the default, fixed features, compiles once).
 
 Numerical stabilisation (the paper's ``exp`` overflows or underflows easily): as in the authors' code, each query
 row is divided by a per-row maximum, here its largest feature, ``exp(e_i - max_f e_if)`` with ``e`` the exponent

@@ -5,10 +5,10 @@ the run saved there (``--resume_from_checkpoint``) or replaces it (``--overwrite
 (its final model saved) is never continued silently either: resuming into it also takes
 ``--overwrite_output_dir``, since the resumed run rewrites its final files.
 
-A new run with ``--overwrite_output_dir`` first removes the previous run's checkpoints (``best`` included),
-final weights (after LoRA, the adapter and its ``base_model/``), results, attention-transfer report and tracker logs, so that neither ``latest`` nor the folder
-mixes two runs; the previous run's other Hub-ready files (config, tokenizer or image processor, model card) are
-replaced when the new run finishes, and files that no run writes are left alone.
+A new run with ``--overwrite_output_dir`` first removes the previous run's checkpoints (``best`` included), final
+weights (after LoRA, the adapter and its ``base_model/``), results, attention-transfer report and tracker logs, so
+that neither ``latest`` nor the folder mixes two runs; the previous run's other Hub-ready files (config, tokenizer
+or image processor, model card) are replaced when the new run finishes, and files that no run writes are left alone.
 """
 
 from __future__ import annotations

@@ -30,6 +30,7 @@ from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_argume
 from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_writer
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
+from hf_effattn.finetuning.output_folder import check_output_folder, remove_previous_run
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
@@ -44,9 +45,13 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     add_model_arguments(parser)
     add_lora_arguments(parser)
     add_text_data_arguments(parser)
+    parser.add_argument("--overwrite_output_dir", action="store_true",
+                        help="Replace the run saved in a non-empty --output_dir (refused otherwise), its checkpoints "
+                             "and results first (TrainingArguments no longer has this option).")
     training_args, options = parser.parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
+    options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 
 
@@ -109,6 +114,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Train with Trainer, evaluate every split, save the Hub-ready folder, push it if asked; returns the metrics."""
     training_args, options = parse_args(argv)
     check_found(options.model_name_or_path)
+    check_output_folder(options)
+    if options.overwrite_output_dir and not options.resume_from_checkpoint and training_args.process_index == 0:
+        remove_previous_run(training_args.output_dir)
     tokenizer = load_tokenizer(options.model_name_or_path)
     with training_args.main_process_first(desc="dataset preparation"):
         data = prepare_text_data(options, tokenizer)

@@ -24,8 +24,9 @@ from .lora import BASE_DIR
 
 RESULTS_FILE = "all_results.json"
 FINAL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "adapter_model.safetensors")  # LoRA: the adapter
+TRAINER_ENTRIES = ("checkpoint-*", "runs")  # finetune/run_trainer.py: Trainer's checkpoints and tensorboard logs
 PREVIOUS_RUN_ENTRIES = (CHECKPOINTS_DIR, TRACKER_PROJECT, *FINAL_WEIGHTS, "model-*-of-*.safetensors", BASE_DIR,
-                        RESULTS_FILE, REPORT_FILE)
+                        RESULTS_FILE, REPORT_FILE, *TRAINER_ENTRIES)
 
 logger = logging.getLogger(__name__)
 

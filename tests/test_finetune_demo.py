@@ -27,9 +27,10 @@ def test_demo_with_another_mechanism_and_the_same_baseline_replaces_an_earlier_r
     with pytest.raises(SystemExit) as exit:
         main(argv)
     assert exit.value.code == 2
-    error = capsys.readouterr().err
+    out, error = capsys.readouterr()
     assert error.startswith("hf-effattn demo: error: --output_dir") and "holds a finished run" in error
     assert "pass --overwrite_output_dir" in error and error.count("\n") == 1
+    assert "Fine-tuning with" not in out  # refused before anything trained
     assert main([*argv, "--overwrite_output_dir"]) == 0
     out = capsys.readouterr().out
     assert out.count("Fine-tuning with") == 1  # the baseline is the mechanism: trained once

@@ -48,7 +48,7 @@ from .modeling.modeling_effattn_vit import (
     EffAttnViTPreTrainedModel,
 )
 from .presets import create_config, create_model, list_models
-from .transfer import TransferReport, transfer_attention
+from .conversion import TransferReport, convert, transfer_attention
 
 __version__ = "0.1.0"
 

@@ -10,7 +10,8 @@ import torch
 import transformers
 
 import hf_effattn
-from hf_effattn import cli, conversion, listing
+from hf_effattn import cli, listing
+from hf_effattn.conversion import command as conversion_command
 from models_helpers import save_source, text_config, text_inputs
 
 
@@ -91,7 +92,7 @@ def test_a_bug_keeps_its_traceback(monkeypatch):
 def test_convert_writes_a_hub_ready_folder(tmp_path):
     source = save_source(transformers.RobertaForTokenClassification, "roberta", tmp_path / "source")
     transformers.RobertaTokenizer().save_pretrained(tmp_path / "source")
-    assert run(conversion, [str(tmp_path / "source"), "--attention_type", "kerformer", "--output_dir",
+    assert run(conversion_command, [str(tmp_path / "source"), "--attention_type", "kerformer", "--output_dir",
                             str(tmp_path / "out"), "--attention_config", '{"se_mode": "channel"}']) == 0
     config = json.loads((tmp_path / "out" / "config.json").read_text())
     assert config["attention_type"] == "kerformer" and config["attention_config"]["se_mode"] == "channel"
@@ -132,7 +133,7 @@ def test_converted_sentence_transformer_keeps_its_pooling_and_normalisation(tmp_
     original = SentenceTransformer(modules=[Transformer(str(tmp_path / "bert")), Pooling(16, "mean"), Normalize()])
     original.save(str(tmp_path / "st"))
     argv = [str(tmp_path / "st"), "--attention_type", "sdpa", "--output_dir", str(tmp_path / "out")]
-    assert run(conversion, argv) == 0
+    assert run(conversion_command, argv) == 0
     assert (tmp_path / "out" / "1_Pooling" / "config.json").is_file() and (tmp_path / "out" / "2_Normalize").is_dir()
     converted = SentenceTransformer(str(tmp_path / "out"), trust_remote_code=True, device="cpu")
     assert type(converted[0].model).__name__ == "EffAttnRobertaModel"

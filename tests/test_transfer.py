@@ -1,4 +1,4 @@
-"""Attention transfer (``hf_effattn.transfer``): it lowers every layer's error for every mechanism, text and
+"""Attention transfer (``hf_effattn.conversion.transfer``): it lowers every layer's error for every mechanism, text and
 vision; pads never enter it; its report agrees with an explicit computation; it trains only what it says and
 hands the model back as it was; and the CLI and the fine-tuning scripts run it end to end."""
 
@@ -26,9 +26,10 @@ from huggingface_hub import ModelCard
 from models_helpers import assert_loads_as_remote_code, pixel_values, source_config, text_inputs
 
 from hf_effattn import EffAttnRobertaModel, EffAttnViTForImageClassification, EffAttnViTModel, conversion
+from hf_effattn.conversion import command
 from hf_effattn.finetuning import run as finetuning_run
-from hf_effattn.transfer import REPORT_FILE, masked_mse, transfer_attention
-from hf_effattn.transfer_data import transfer_loader
+from hf_effattn.conversion.transfer import REPORT_FILE, masked_mse, transfer_attention
+from hf_effattn.conversion.transfer_data import transfer_loader
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf", "linear", "performer", "nystromformer", "linformer",
              "cosformer"]
@@ -203,8 +204,8 @@ def test_clear_errors(roberta_source, vit_source, tmp_path):
 
 def run_convert(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    conversion.add_arguments(parser)
-    return conversion.run(parser.parse_args(argv))
+    command.add_arguments(parser)
+    return command.run(parser.parse_args(argv))
 
 
 def write_texts(folder, fmt: str) -> str:

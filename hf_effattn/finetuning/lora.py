@@ -25,7 +25,7 @@ from torch import nn
 
 from .. import EffAttnRobertaForSequenceClassification
 from ..modeling.attentions import get_attention_class
-from ..transfer import PROJECTIONS
+from ..conversion.transfer import PROJECTIONS
 
 logger = logging.getLogger(__name__)
 

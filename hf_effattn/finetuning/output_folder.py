@@ -17,7 +17,7 @@ import logging
 import shutil
 from pathlib import Path
 
-from ..transfer import REPORT_FILE
+from ..conversion.transfer import REPORT_FILE
 from .checkpoints import CHECKPOINTS_DIR, PARTIAL_SUFFIX, REPLACED_SUFFIX, checkpoint_root
 from .loop import TRACKER_PROJECT
 from .lora import BASE_DIR

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..conversion import check_found
-from ..transfer import REPORT_FILE, load_teacher, transfer_attention
+from ..conversion.transfer import REPORT_FILE, load_teacher, transfer_attention
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
 from .lora import add_lora, is_peft_model, lora_settings

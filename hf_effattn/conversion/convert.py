@@ -16,14 +16,13 @@ Settings that change weight shapes need ``--ignore_mismatched_sizes``; a refused
 and exit status 2.
 
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
-checkpoint's softmax attention (:mod:`hf_effattn.transfer`) on the texts or images of ``SOURCE``
-(:mod:`hf_effattn.transfer_data`); the report is printed and saved beside the model as
+checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the texts or images of ``SOURCE``
+(:mod:`hf_effattn.conversion.transfer_data`); the report is printed and saved beside the model as
 ``attention_transfer.json``.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 from pathlib import Path
@@ -32,10 +31,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
-from .command_line import positive_int
-from .modeling.attentions import list_attentions
-from .presets import FAMILIES, TASKS, model_class
-from .transfer import REPORT_FILE, TRAINABLE, TransferReport
+from ..presets import FAMILIES, TASKS, model_class
 
 logger = logging.get_logger(__name__)
 
@@ -90,8 +86,8 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     (Kerformer's SE-K layers from ``se_mode="token"`` to ``"channel"``); without it they raise.
 
     ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
-    :func:`~hf_effattn.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
-    those of :func:`~hf_effattn.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
+    :func:`~hf_effattn.conversion.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
+    those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
     """
     check_found(checkpoint)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
@@ -113,7 +109,7 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
 
 def write_card(output_dir, checkpoint: str, family: str, task: str, config, report) -> None:
     """The folder's model card: the mechanism, the source checkpoint and, after a transfer, its report."""
-    from .finetuning.model_card import CardContent, converted_kind, write_model_card
+    from ..finetuning.model_card import CardContent, converted_kind, write_model_card
 
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
@@ -180,55 +176,3 @@ def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
     for folder in folders:
         shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
     logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("checkpoint", help="a local folder or Hub id of a RoBERTa, BERT, ViT or hf_effattn checkpoint")
-    parser.add_argument("--attention_type", required=True, choices=list_attentions())
-    parser.add_argument("--attention_config", type=json.loads, default=None, metavar="JSON",
-                        help='the mechanism\'s settings, e.g. \'{"se_mode": "channel"}\' (default: paper defaults)')
-    parser.add_argument("--output_dir", required=True, type=Path)
-    parser.add_argument("--task", choices=sorted({t for tasks in TASKS.values() for t in tasks}), default=None,
-                        help="the head (default: the checkpoint's own, else the bare encoder)")
-    parser.add_argument("--num_labels", type=int, default=None, help="for a new classification head")
-    parser.add_argument("--convert_attention", action="store_true",
-                        help="allow an hf_effattn checkpoint to change mechanism (shared weights are reused)")
-    parser.add_argument("--ignore_mismatched_sizes", action="store_true",
-                        help="initialise anew the weights whose shapes the new settings change (they are logged)")
-    transfer = parser.add_argument_group("attention transfer (train the new attention to reproduce the checkpoint's)")
-    transfer.add_argument("--transfer_data", default=None, metavar="SOURCE",
-                          help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
-                               "dataset id (default: no transfer)")
-    transfer.add_argument("--transfer_steps", type=positive_int, default=1000, help="optimizer steps (default 1000)")
-    transfer.add_argument("--transfer_learning_rate", type=float, default=3e-3)
-    transfer.add_argument("--transfer_train", choices=TRAINABLE, default="attention",
-                          help="what trains: the mechanism's new parameters, also its query/key/value projections "
-                               "(default), or also the output projection")
-    transfer.add_argument("--transfer_batch_size", type=positive_int, default=16)
-    transfer.add_argument("--transfer_max_length", type=positive_int, default=128, help="truncate texts to this")
-    transfer.add_argument("--transfer_column", default=None, help="the text or image column (default: the usual)")
-    transfer.add_argument("--transfer_split", default="train", help="the split of a dataset folder or Hub dataset")
-    transfer.add_argument("--seed", type=int, default=0, help="the order of the transfer batches")
-
-
-def transfer_arguments(args) -> dict | None:
-    """The ``transfer`` argument of :func:`convert` from the command line (``None`` without ``--transfer_data``)."""
-    if args.transfer_data is None:
-        return None
-    return {"data": args.transfer_data, "column": args.transfer_column, "split": args.transfer_split,
-            "batch_size": args.transfer_batch_size, "max_length": args.transfer_max_length, "seed": args.seed,
-            "steps": args.transfer_steps, "learning_rate": args.transfer_learning_rate, "train": args.transfer_train}
-
-
-def run(args) -> int:
-    overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
-    model = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
-                    attention_config=args.attention_config, convert_attention=args.convert_attention,
-                    ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
-                    **overrides)
-    report = Path(args.output_dir) / REPORT_FILE
-    if args.transfer_data is not None:
-        print(TransferReport.from_dict(json.loads(report.read_text())).format())
-    print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "
-          f"attention_config={model.config.attention_config}) to {args.output_dir}")
-    return 0

@@ -24,7 +24,7 @@ is handed back with its training mode and ``requires_grad`` flags as they were.
     print(report.format())
 
 ``hf-effattn convert SRC --attention_type X --transfer_data FILE --transfer_steps N`` does the same from the
-shell (see :mod:`hf_effattn.transfer_data` for the data), and the fine-tuning scripts do it with
+shell (see :mod:`hf_effattn.conversion.transfer_data` for the data), and the fine-tuning scripts do it with
 ``--attention_transfer_steps N`` on the task's own training inputs.
 """
 

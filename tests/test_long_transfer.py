@@ -24,6 +24,7 @@ from hf_effattn.conversion.transfer import (
     load_teacher,
     teacher_targets,
     transfer_attention,
+    transfer_length,
     transfer_step,
     trainable_parameters,
 )
@@ -144,6 +145,16 @@ def test_a_transfer_length_above_the_models_is_refused_before_anything_runs(long
         run_convert([long_source, "--attention_type", "kerformer", "--output_dir", str(out),
                      "--transfer_data", "unused.jsonl", "--transfer_max_length", "longest"])
     assert "expected a positive integer or 'model', got 'longest'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("positions, requested, length", [
+    (LONG + 2, None, 128), (20, None, 18), (LONG + 2, "model", LONG), (LONG + 2, LONG, LONG), (LONG + 2, 300, 300),
+])
+def test_the_transfer_length(positions, requested, length, long_source):
+    """By default 128 tokens, or the model's maximum length if shorter; ``"model"``: the model's; a number up to
+    it as given (RoBERTa: the maximum length is ``max_position_embeddings - 2``)."""
+    config = EffAttnRobertaModel.config_class.from_pretrained(long_source, max_position_embeddings=positions)
+    assert transfer_length(requested, EffAttnRobertaModel(config)) == length
 
 
 def test_the_teacher_is_extended_exactly_when_the_student_is(long_source, monkeypatch):

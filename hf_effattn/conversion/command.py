@@ -39,9 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="what trains: the mechanism's new parameters, also its query/key/value projections "
                                "(default), or also the output projection")
     transfer.add_argument("--transfer_batch_size", type=positive_int, default=16)
-    transfer.add_argument("--transfer_max_length", type=length_or_model, default=128, metavar="N|model",
-                          help="truncate texts to N tokens (default 128), at most the model's maximum length; "
-                               "'model' for the model's maximum length")
+    transfer.add_argument("--transfer_max_length", type=length_or_model, default=None, metavar="N|model",
+                          help="truncate texts to N tokens, at most the model's maximum length; 'model' for that "
+                               "length (default: 128, or the model's maximum length if shorter)")
     transfer.add_argument("--transfer_column", default=None, help="the text or image column (default: the usual)")
     transfer.add_argument("--transfer_split", default="train", help="the split of a dataset folder or Hub dataset")
     transfer.add_argument("--seed", type=int, default=0, help="the order of the transfer batches")

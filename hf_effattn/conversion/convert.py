@@ -87,7 +87,7 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
 
     ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
     :func:`~hf_effattn.conversion.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length`` (up to the
-    model's maximum length, or ``"model"`` for it), ``seed``, and
+    model's maximum length, ``"model"`` for it; by default 128 or the model's if shorter), ``seed``, and
     those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
     """
     check_found(checkpoint)
@@ -125,9 +125,9 @@ def write_card(output_dir, checkpoint: str, family: str, task: str, config, repo
 
 
 def transfer_from(checkpoint: str, family: str, model, data: str, column: str | None = None, split: str = "train",
-                  batch_size: int = 16, max_length: int | str = 128, seed: int = 0, **transfer_arguments):
+                  batch_size: int = 16, max_length: int | str | None = None, seed: int = 0, **transfer_arguments):
     """Attention transfer from ``checkpoint``'s softmax attention into ``model`` on the inputs of ``data`` (texts
-    truncated to ``max_length`` tokens, or to the model's maximum length for ``"model"``)."""
+    truncated to ``max_length`` tokens: see :func:`~hf_effattn.conversion.transfer.transfer_length`)."""
     from .transfer import load_teacher, transfer_attention, transfer_length
     from .transfer_data import transfer_loader
 

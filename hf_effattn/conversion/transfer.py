@@ -59,6 +59,7 @@ SOFTMAX = ("sdpa", "eager")
 REPORT_FILE = "attention_transfer.json"
 TEACHER_CHUNK_SCORES = 2**22  # the most attention scores (B * h * queries * N) the teacher computes at once
 MODEL_LENGTH = "model"  # a transfer max_length meaning: the model's own maximum length
+DEFAULT_LENGTH = 128  # the transfer max_length by default (the model's maximum length if that is shorter)
 
 
 @dataclass
@@ -280,10 +281,13 @@ def load_teacher(model: nn.Module, source: str, **kwargs) -> nn.Module:
     return encoder.from_pretrained(source, **kwargs).eval()
 
 
-def transfer_length(max_length: int | str, model: nn.Module) -> int:
+def transfer_length(max_length: int | str | None, model: nn.Module) -> int:
     """The length texts are truncated to for a transfer into ``model``: ``max_length``, or the model's maximum
-    length for ``"model"``. Raise when it is longer than the model's maximum length."""
+    length for ``"model"``, or by default (``None``) :data:`DEFAULT_LENGTH` or the model's maximum length if
+    shorter. Raise when ``max_length`` is longer than the model's maximum length."""
     longest = model.config.attention_max_length
+    if max_length is None:
+        return min(DEFAULT_LENGTH, longest)
     if max_length == MODEL_LENGTH:
         return longest
     if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:

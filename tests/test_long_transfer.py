@@ -87,6 +87,13 @@ def test_the_chunked_teacher_equals_the_plain_teacher_and_never_holds_the_score_
     assert attention.forward.__func__ is type(attention).forward  # the chunked forward is gone after the call
 
 
+def test_only_a_softmax_teacher_is_chunked(long_source):
+    teacher = EffAttnRobertaModel.from_pretrained(long_source, attention_type="kerformer").eval()
+    with pytest.raises(ValueError, match="The teacher's attention is KerformerAttention, not softmax: load the "
+                                         "teacher with attention_type='sdpa'"):
+        teacher_targets(teacher, token_batch(2, 16))
+
+
 def test_a_long_transfer_step_never_holds_an_n_by_n_tensor(long_source):
     """A whole transfer step (teacher, Kerformer forward and backward) at 2,048 tokens with the default chunks,
     sdpa forced onto its math kernel: no tensor reaches ``h x N x N`` elements, while the plain teacher's does."""

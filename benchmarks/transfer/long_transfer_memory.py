@@ -53,8 +53,6 @@ def extended_minilm(folder: Path, length: int) -> str:
     model.config.max_position_embeddings = length
     model.embeddings.position_embeddings = torch.nn.Embedding(length, rows.shape[1])
     model.embeddings.position_embeddings.weight.data.copy_(rows[torch.arange(length) % rows.shape[0]])
-    model.embeddings.register_buffer("position_ids", torch.arange(length)[None], persistent=False)
-    model.embeddings.register_buffer("token_type_ids", torch.zeros(1, length, dtype=torch.long), persistent=False)
     model.save_pretrained(folder)
     AutoTokenizer.from_pretrained(minilm_folder()).save_pretrained(folder)
     return str(folder)

@@ -177,8 +177,6 @@ def test_the_teacher_is_extended_exactly_when_the_student_is(long_source, monkey
     assert calls == [{}, {"max_length": 4096}]
 
 
-@pytest.mark.xfail(strict=True, reason="enable after the positions work is merged: remove this marker once "
-                                       "from_pretrained(source, max_length=N) extends the positions")
 def test_the_teacher_of_an_extended_model_is_extended_the_same_way(long_source, tmp_path):
     """A checkpoint of 2,048 positions extended to 4,096: the teacher has the student's position embeddings and
     a transfer step at 4,096 tokens runs."""

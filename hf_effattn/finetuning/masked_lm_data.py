@@ -70,18 +70,14 @@ def add_masked_lm_data_arguments(parser: argparse.ArgumentParser) -> None:
 class MaskedExamples(torch.utils.data.Dataset):
     """Tokenised examples (rows of ``input_ids``, ``special_tokens_mask`` and the tokenizer's other outputs), each
     masked when read: ``{"input_ids", "labels", ...}`` as 1-D tensors of the example's length, ``labels`` -100 where
-    a token is not a target. ``masker`` is a ``DataCollatorForLanguageModeling``; ``set_epoch`` draws that epoch's
-    masks."""
+    a token is not a target. ``masker`` is a ``DataCollatorForLanguageModeling``. Evaluation examples: the masks of
+    epoch 0, always (no ``set_epoch``, which Accelerate's loaders would call at each pass)."""
 
     def __init__(self, rows, masker, seed: int):
         self.rows = rows.with_format("torch")
         self.masker = masker
         self.seed = seed
         self.epoch = 0
-
-    def set_epoch(self, epoch: int) -> None:
-        """Mask as in ``epoch`` (the training loop calls it at each epoch's start)."""
-        self.epoch = epoch
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -94,6 +90,14 @@ class MaskedExamples(torch.utils.data.Dataset):
                                                                         special_tokens_mask=special[None])
         row["input_ids"], row["labels"] = row["input_ids"][0], row["labels"][0]
         return row
+
+
+class MaskedTrainingExamples(MaskedExamples):
+    """Training examples: masked anew in each epoch."""
+
+    def set_epoch(self, epoch: int) -> None:
+        """Mask as in ``epoch`` (the training loop calls it at each epoch's start)."""
+        self.epoch = epoch
 
 
 def text_column(split, override: str | None, source: str) -> str:
@@ -186,14 +190,13 @@ def prepare_masked_lm_data(args: argparse.Namespace, tokenizer) -> PreparedData:
     raw, eval_splits = select_eval_splits(raw, None, args.validation_split_percentage / 100, args.seed)
     masker = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
 
-    def examples(split: str, count: int | None) -> MaskedExamples:
+    def examples(split: str, count: int | None, kind: type[MaskedExamples] = MaskedExamples) -> MaskedExamples:
         source = split_source(args, split, dataset_id)
         texts = nonblank_texts(raw[split], text_column(raw[split], column, source), source)
-        return MaskedExamples(limit_samples(tokenize_split(texts, tokenizer, column, args, source), count), masker,
-                              args.seed)
+        return kind(limit_samples(tokenize_split(texts, tokenizer, column, args, source), count), masker, args.seed)
 
     return PreparedData(
-        train=examples("train", args.max_train_samples),
+        train=examples("train", args.max_train_samples, MaskedTrainingExamples),
         evaluation={split: examples(split, args.max_eval_samples) for split in eval_splits},
         collate_fn=DataCollatorForTokenClassification(tokenizer),  # pads inputs, and labels with -100
         metrics=PERPLEXITY,

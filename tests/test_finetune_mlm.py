@@ -290,6 +290,9 @@ def test_bad_data_is_refused_naming_the_problem(tmp_path):
     path.write_text("".join(json.dumps({"title": "w1", "body": "w2 w3"}) + "\n" for _ in range(10)))
     assert ("no column 'text' among its columns ['title', 'body']: name the column of texts with --text_column_name"
             in refusal(tmp_path, tiny_model(), ["--train_file", str(path)]))
+    (tmp_path / "broken.jsonl").write_text('not json\n{"text": "w1"}\n')
+    assert "broken.jsonl cannot be read as json (ArrowInvalid: JSON parse error" in refusal(
+        tmp_path, tiny_model(), ["--train_file", str(tmp_path / "broken.jsonl")])
     short = text_file(tmp_path, ["w1 w2"] * 5, "short.txt")
     assert "short.txt gives 16 tokens, not one block of --max_seq_length 32: give more text" in refusal(
         tmp_path, tiny_model(), ["--train_file", short, "--max_seq_length", "32"])

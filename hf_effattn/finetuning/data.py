@@ -79,9 +79,9 @@ def add_dataset_arguments(parser: argparse.ArgumentParser, loaders: dict[str, st
     group.add_argument("--validation_split_percentage", type=percentage, default=10.0,
                        help="Percent of train held out for evaluation where the dataset has no eval split.")
     group.add_argument("--max_train_samples", type=positive_int, default=None,
-                       help="Keep only this many training rows.")
+                       help="Keep only this many training examples (rows; run_mlm.py: blocks of tokens).")
     group.add_argument("--max_eval_samples", type=positive_int, default=None,
-                       help="Keep only this many rows per eval split.")
+                       help="Keep only this many examples per eval split.")
     return group
 
 
@@ -112,10 +112,23 @@ def load_raw_datasets(dataset_name: str | None, config_name: str | None, train_f
                 raise ValueError("--train_file and --validation_file must have the same format.")
             check_data_file("validation_file", validation_file, loaders)
             data_files["validation"] = validation_file
-        return load_dataset(file_loader(train_file, loaders), data_files=data_files)
+        return load_data_files(file_loader(train_file, loaders), data_files)
     if not dataset_name:
         raise ValueError("Give a dataset: --task_name, --dataset_name or --train_file.")
     return load_dataset(dataset_name, config_name)
+
+
+def load_data_files(builder: str, data_files: dict[str, str]):
+    """``load_dataset(builder, data_files=...)``; a file the builder cannot parse is a ``ValueError`` naming it."""
+    from datasets import load_dataset
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        return load_dataset(builder, data_files=data_files)
+    except DatasetGenerationError as error:
+        cause = error.__cause__ or error
+        raise ValueError(f"{' or '.join(dict.fromkeys(data_files.values()))} cannot be read as {builder} "
+                         f"({type(cause).__name__}: {cause}): fix the file, or give one in another format.") from error
 
 
 def check_data_file(option: str, path: str, loaders: dict[str, str] = FILE_LOADERS) -> None:

@@ -22,6 +22,7 @@ import torch
 import torch.nn.functional as F
 
 from .. import EffAttnRobertaForMaskedLM
+from ..command_line import positive_int
 from .loop import Finetuner
 from .masked_lm_data import add_masked_lm_data_arguments, prepare_masked_lm_data
 from .model_card import CardKind
@@ -50,7 +51,7 @@ def add_masked_lm_arguments(parser: argparse.ArgumentParser) -> None:
     """The options of ``run_mlm.py`` beyond the shared ones: its data, positions, the head and memory."""
     add_masked_lm_data_arguments(parser)
     group = parser.add_argument_group("masked LM")
-    group.add_argument("--max_length", type=int, default=None,
+    group.add_argument("--max_length", type=positive_int, default=None,
                        help="Extend a RoBERTa/BERT checkpoint's positions to this many tokens (Longformer-style "
                             "copies of the learnt ones) as it is loaded; default: keep its own.")
     group.add_argument("--new_mlm_head", action="store_true",

@@ -34,7 +34,7 @@ from hf_effattn import EffAttnRobertaForMaskedLM
 from hf_effattn.command_line import run_script
 from hf_effattn.finetuning.checkpoints import latest_checkpoint
 from hf_effattn.finetuning.data import example_generator
-from hf_effattn.finetuning.masked_lm import parse_args
+from hf_effattn.finetuning.masked_lm import load_masked_lm, parse_args
 from hf_effattn.finetuning.masked_lm_data import group_texts, prepare_masked_lm_data
 
 BLOCK = 16  # tokens per example
@@ -379,3 +379,15 @@ def test_max_length_extends_the_positions_of_the_checkpoint(tmp_path):
         *training_options(tmp_path / "long", max_train_steps=2, per_device_train_batch_size=2)])
     assert outcome.finished
     assert EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "long").config.attention_max_length >= 64
+
+
+def test_gradient_checkpointing_recomputes_without_changing_the_weights(tmp_path):
+    rng = random.Random(0)
+    train = text_file(tmp_path, [paragraph(rng) for _ in range(60)])
+    options = [*tiny_model(), "--attention_type", "singularformer", "--train_file", train]
+    model = load_masked_lm(parse_args([*options, "--gradient_checkpointing", "--output_dir", "unused"]))
+    assert all(layer.gradient_checkpointing for layer in model.roberta.encoder.layer)
+    for name, flag in (("plain", False), ("recomputed", True)):  # dropout 0.1: the recomputation replays it
+        load_script("run_mlm").main([*options, *training_options(tmp_path / name, max_train_steps=3,
+                                                                 gradient_checkpointing=flag)])
+    assert_same_weights(tmp_path / "plain", tmp_path / "recomputed")

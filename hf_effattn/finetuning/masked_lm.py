@@ -122,8 +122,8 @@ def load_masked_lm(args: argparse.Namespace, labels=None) -> EffAttnRobertaForMa
         trained = sum(parameter.numel() for parameter in model.parameters() if parameter.requires_grad)
         logger.info(f"--train_head_only: training the masked-LM head's {trained:,} parameters; the encoder and the "
                     "word embeddings (the head's tied decoder) are frozen.")
-    if args.gradient_checkpointing:
-        model.gradient_checkpointing_enable()
+    if args.gradient_checkpointing:  # Transformers >= 5.x: activation_checkpointing_enable, the older name before
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
     return model
 
 

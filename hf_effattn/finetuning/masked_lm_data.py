@@ -168,8 +168,8 @@ def tokenize_split(split, tokenizer, column: str, args: argparse.Namespace, sour
     examples = split.map(tokenize, batched=True, remove_columns=split.column_names, desc=f"Tokenizing {source}")
     if not args.line_by_line:
         tokens = sum(len(ids) for ids in examples["input_ids"])
-        examples = examples.map(group_texts, batched=True, batch_size=GROUPING_BATCH, fn_kwargs={"block_length": length},
-                                desc=f"Grouping {source} into blocks of {length}")
+        examples = examples.map(group_texts, batched=True, batch_size=GROUPING_BATCH,
+                                fn_kwargs={"block_length": length}, desc=f"Grouping {source} into blocks of {length}")
         if len(examples) == 0:
             raise ValueError(f"{source} gives {tokens} tokens, not one block of --max_seq_length {length}: give more "
                              "text, a smaller --max_seq_length, or --line_by_line.")

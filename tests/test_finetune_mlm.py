@@ -372,8 +372,6 @@ def test_minilm_without_a_head_is_refused_in_one_line_then_trains_a_new_head_alo
 # -- positions extended as the checkpoint loads ---------------------------------------------------------------------
 
 
-@pytest.mark.skipif(not hasattr(EffAttnRobertaForMaskedLM.config_class, "size_argument"),
-                    reason="from_pretrained(..., max_length=N) (extended positions) is not in this tree yet")
 def test_max_length_extends_the_positions_of_the_checkpoint(tmp_path):
     rng = random.Random(0)
     train = text_file(tmp_path, [paragraph(rng) for _ in range(60)])

@@ -23,6 +23,7 @@ checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the te
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -32,6 +33,8 @@ from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
 from ..presets import FAMILIES, TASKS, model_class
+from .output_folder import prepare_output_folder, written_into_place
+from .transfer import check_softmax, load_teacher, transfer_attention
 
 logger = logging.get_logger(__name__)
 
@@ -79,61 +82,122 @@ def check_found(checkpoint) -> None:
 
 def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
             attention_config: dict | None = None, convert_attention: bool = False,
-            ignore_mismatched_sizes: bool = False, transfer: dict | None = None, **config_overrides):
+            ignore_mismatched_sizes: bool = False, transfer: dict | None = None, overwrite_output_dir: bool = False,
+            license: str | None = None, **config_overrides):
     """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+
+    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.conversion.output_folder`): it may not be
+    the checkpoint's folder, nor a folder that is not empty unless ``overwrite_output_dir``, which replaces it whole.
+    It is written into a temporary folder beside it and moved into place once complete.
 
     ``ignore_mismatched_sizes``: initialise anew (and log) the weights whose shapes the new settings change
     (Kerformer's SE-K layers from ``se_mode="token"`` to ``"channel"``); without it they raise.
 
-    ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
-    :func:`~hf_effattn.conversion.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
-    those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
+    ``transfer``: run attention transfer first, with these arguments: those of :func:`transfer_batches` (``data``,
+    ``column``, ``split``, ``batch_size``, ``max_length``, ``seed``), read and checked before the model loads,
+    and those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``,
+    ``train``, ...).
+
+    ``license``: the model card's licence (default: the one the checkpoint's card states; ``other``, with a note,
+    where it states none).
     """
     check_found(checkpoint)
+    prepare_output_folder(checkpoint, output_dir, overwrite_output_dir)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))
+    check_request(family, task, attention_type, attention_config, transfer, config_overrides)
+    if transfer:
+        check_softmax(source.get("attention_type", "sdpa"), checkpoint)
+    loader_arguments, transfer_arguments = split_transfer(transfer or {})
+    batches = transfer_batches(checkpoint, family, **loader_arguments) if transfer else None
     model = model_class(family, task).from_pretrained(
         checkpoint, attention_type=attention_type, attention_config=attention_config,
         convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes, **config_overrides,
     )
-    report = transfer_from(checkpoint, family, model, **transfer) if transfer else None
-    model.save_pretrained(output_dir)
-    save_preprocessor(checkpoint, family, output_dir)
-    save_sentence_transformers_modules(checkpoint, output_dir)
-    if report is not None:
-        report.save(output_dir)
-    write_card(output_dir, checkpoint, family, task, model.config, report)
+    report = None
+    if transfer:
+        report = transfer_attention(model, load_teacher(model, checkpoint), batches,
+                                    data_description=str(transfer["data"]), **transfer_arguments)
+    with written_into_place(output_dir) as folder:
+        model.save_pretrained(folder)
+        save_preprocessor(checkpoint, family, folder)
+        save_sentence_transformers_modules(checkpoint, folder)
+        if report is not None:
+            report.save(folder)
+        write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license)
     return model
 
 
-def write_card(output_dir, checkpoint: str, family: str, task: str, config, report) -> None:
-    """The folder's model card: the mechanism, the source checkpoint and, after a transfer, its report."""
-    from ..finetuning.model_card import CardContent, converted_kind, write_model_card
+LABELLED_TASKS = ("sequence-classification", "token-classification", "image-classification")
+
+
+def check_request(family: str, task: str, attention_type: str, attention_config: dict | None,
+                  transfer: dict | None, config_overrides: dict) -> None:
+    """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
+    anything loads: settings ``attention_type`` does not have, ``num_labels`` for a head without labels, a transfer
+    without data or with unknown arguments."""
+    from ..modeling.attention_base import build_settings
+
+    build_settings(attention_type, attention_config)
+    if "num_labels" in config_overrides and task not in LABELLED_TASKS:
+        raise ValueError(f"--num_labels does nothing for the {task!r} head, which has no labels: drop it, or choose "
+                         f"a head with labels (--task {' / '.join(t for t in LABELLED_TASKS if t in TASKS[family])}).")
+    if transfer is None:
+        return
+    if not transfer.get("data"):
+        raise ValueError("transfer needs its data: give transfer={'data': SOURCE, ...} (--transfer_data SOURCE).")
+    unknown = sorted(set(transfer) - set(transfer_argument_names()))
+    if unknown:
+        raise ValueError(f"Unknown transfer argument(s) {', '.join(unknown)}: known are "
+                         f"{', '.join(transfer_argument_names())}.")
+
+
+def transfer_argument_names() -> list[str]:
+    """The arguments ``convert(transfer=...)`` takes: those of :func:`transfer_batches`, then of
+    :func:`~hf_effattn.conversion.transfer.transfer_attention` (less what ``convert`` gives itself)."""
+    training = [name for name in inspect.signature(transfer_attention).parameters
+                if name not in ("model", "teacher", "data", "data_description")]
+    return loader_argument_names() + training
+
+
+def loader_argument_names() -> list[str]:
+    """The arguments of :func:`transfer_batches` that ``convert(transfer=...)`` passes on (``data``, ...)."""
+    return list(inspect.signature(transfer_batches).parameters)[2:]  # after checkpoint and family
+
+
+def split_transfer(transfer: dict) -> tuple[dict, dict]:
+    """``transfer`` split into the arguments of :func:`transfer_batches` and those of ``transfer_attention``."""
+    loader = loader_argument_names()
+    return ({k: v for k, v in transfer.items() if k in loader}, {k: v for k, v in transfer.items() if k not in loader})
+
+
+def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, config, report,
+               license: str | None = None) -> None:
+    """The folder's model card: the mechanism, the source checkpoint, its licence and, after a transfer, its
+    report."""
+    from ..finetuning.model_card import CardContent, card_license, converted_kind, write_model_card
 
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
     }
-    write_model_card(output_dir, CardContent(
-        kind=converted_kind(family, task), repo_id=Path(output_dir).resolve().name,
+    write_model_card(folder, CardContent(
+        kind=converted_kind(family, task), repo_id=repo_id,
         attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
-        transfer=report.to_dict() if report else None,
+        transfer=report.to_dict() if report else None, license=card_license(checkpoint, license),
     ))
 
 
-def transfer_from(checkpoint: str, family: str, model, data: str, column: str | None = None, split: str = "train",
-                  batch_size: int = 16, max_length: int = 128, seed: int = 0, **transfer_arguments):
-    """Attention transfer from ``checkpoint``'s softmax attention into ``model`` on the inputs of ``data``."""
-    from .transfer import load_teacher, transfer_attention
+def transfer_batches(checkpoint: str, family: str, data: str, column: str | None = None, split: str = "train",
+                     batch_size: int = 16, max_length: int = 128, seed: int = 0):
+    """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image processor."""
     from .transfer_data import transfer_loader
 
-    teacher = load_teacher(model, checkpoint)
     loader, _, _ = PREPROCESSORS[family]
-    batches = transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
-                              batch_size=batch_size, max_length=max_length, seed=seed)
-    return transfer_attention(model, teacher, batches, data_description=str(data), **transfer_arguments)
+    return transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
+                           batch_size=batch_size, max_length=max_length, seed=seed)
 
 
 PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is called)
@@ -173,6 +237,7 @@ def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
     for name in SENTENCE_TRANSFORMERS_FILES:
         if (root / name).is_file():
             shutil.copyfile(root / name, Path(output_dir) / name)
+    folders = [folder for folder in folders if (root / folder).is_dir()]  # Normalize, for one, saves no files
     for folder in folders:
         shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
     logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")

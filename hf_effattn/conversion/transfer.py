@@ -46,6 +46,7 @@ MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids",
 PROJECTIONS = ("query.", "key.", "value.")
 SOFTMAX = ("sdpa", "eager")
 REPORT_FILE = "attention_transfer.json"
+REPORT_NUMBERS = ("steps", "learning_rate", "examples_seen", "hidden_cosine_before", "hidden_cosine_after")
 
 
 @dataclass
@@ -88,6 +89,22 @@ class TransferReport:
         path = Path(folder) / REPORT_FILE
         path.write_text(json.dumps(self.to_dict(), indent=2))
         return path
+
+    @classmethod
+    def read(cls, folder) -> "TransferReport":
+        """The report saved in ``folder``; ``ValueError`` naming the file when it is unreadable or no such report."""
+        path = Path(folder) / REPORT_FILE
+        try:
+            report = cls.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+            raise ValueError(f"{path} is not an attention-transfer report ({type(error).__name__}: {error}): remove "
+                             "it, or write the folder anew.") from None
+        numbers = [getattr(report, name) for name in REPORT_NUMBERS]
+        numbers += [value for layer in report.layers for value in asdict(layer).values()]
+        if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in numbers):
+            raise ValueError(f"{path} is not an attention-transfer report (a number is missing or not a number): "
+                             "remove it, or write the folder anew.")
+        return report
 
     def format(self) -> str:
         """A plain-text table: per layer, MSE and cosine before -> after, then the last hidden state's cosine."""
@@ -208,15 +225,21 @@ def load_teacher(model: nn.Module, source: str, **kwargs) -> nn.Module:
     with the checkpoint's own softmax attention (``sdpa`` for a RoBERTa, BERT or ViT checkpoint)."""
     from transformers import PreTrainedConfig
 
-    attention_type = PreTrainedConfig.get_config_dict(source)[0].get("attention_type", "sdpa")
-    if attention_type not in SOFTMAX:
-        raise ValueError(f"{source} has {attention_type!r} attention, not softmax, so it cannot teach attention "
-                         "transfer: start from the RoBERTa, BERT or ViT checkpoint it was converted from.")
+    check_softmax(PreTrainedConfig.get_config_dict(source)[0].get("attention_type", "sdpa"), source)
     return type(model.base_model).from_pretrained(source, **kwargs).eval()
 
 
+def check_softmax(attention_type: str, teacher: str) -> None:
+    """Raise unless ``attention_type``, the attention of ``teacher``, is softmax attention."""
+    if attention_type not in SOFTMAX:
+        raise ValueError(f"{teacher} has {attention_type!r} attention, not softmax, so it cannot teach attention "
+                         "transfer: start from the RoBERTa, BERT or ViT checkpoint it was converted from, or load "
+                         "the teacher with attention_type='sdpa'.")
+
+
 def check_pair(model: nn.Module, teacher: nn.Module) -> None:
-    """Raise unless ``teacher`` has the student's layer count and width, on the same device."""
+    """Raise unless ``teacher`` has softmax attention and the student's layer count and width, on the same device."""
+    check_softmax(getattr(teacher.config, "attention_type", None), "The teacher")
     for attribute in ("num_hidden_layers", "hidden_size"):
         mine, theirs = getattr(model.config, attribute), getattr(teacher.config, attribute)
         if mine != theirs:

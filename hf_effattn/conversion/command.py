@@ -53,9 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 TRANSFER_OPTIONS = {  # option -> its name in convert(transfer=...); unset options take convert's defaults
-    "transfer_column": "column", "transfer_split": "split", "transfer_batch_size": "batch_size",
-    "transfer_max_length": "max_length", "seed": "seed", "transfer_steps": "steps",
-    "transfer_learning_rate": "learning_rate", "transfer_train": "train",
+    "transfer_steps": "steps", "transfer_learning_rate": "learning_rate", "transfer_train": "train",
+    "transfer_batch_size": "batch_size", "transfer_max_length": "max_length", "transfer_column": "column",
+    "transfer_split": "split", "seed": "seed",
 }
 
 
@@ -64,8 +64,8 @@ def check_options(args) -> None:
     Python API's checks, run by :func:`convert` before anything loads, cover the other options.)"""
     given = [f"--{option}" for option in TRANSFER_OPTIONS if getattr(args, option) is not None]
     if args.transfer_data is None and given:
-        raise ValueError(f"{', '.join(given)} only act(s) on an attention transfer: add --transfer_data SOURCE to "
-                         "run one, or drop them.")
+        raise ValueError(f"The option(s) {', '.join(given)} act only on an attention transfer: add --transfer_data "
+                         "SOURCE to run one, or drop them.")
 
 
 def transfer_arguments(args) -> dict | None:

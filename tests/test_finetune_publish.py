@@ -24,7 +24,13 @@ from huggingface_hub import ModelCard
 
 import hf_effattn
 from hf_effattn.finetuning import publishing
-from hf_effattn.finetuning.model_card import IMAGE_CLASSIFICATION, TEXT_CLASSIFICATION, CardContent, render_model_card
+from hf_effattn.finetuning.model_card import (
+    IMAGE_CLASSIFICATION,
+    TEXT_CLASSIFICATION,
+    CardContent,
+    License,
+    render_model_card,
+)
 
 
 def card_content(**changes) -> CardContent:
@@ -33,7 +39,7 @@ def card_content(**changes) -> CardContent:
                   base_model="FacebookAI/roberta-base", dataset_id="nyu-mll/glue", dataset_config="mrpc",
                   results={"validation": {"accuracy": 0.875, "f1": 0.9, "combined_score": 0.8875}},
                   hyperparameters={"learning_rate": 2e-5, "num_processes": 2},
-                  best={"metric": "combined_score", "value": 0.89, "step": 300})
+                  best={"metric": "combined_score", "value": 0.89, "step": 300}, license=License("apache-2.0"))
     values.update(changes)
     return CardContent(**values)
 

@@ -11,9 +11,16 @@ and the dropped ones are logged.
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
 encoder. From Python: :func:`convert`. A sentence-transformers checkpoint keeps its ``modules.json``, settings and
-module folders (pooling, normalisation), so ``SentenceTransformer(folder, trust_remote_code=True)`` loads it.
-Settings that change weight shapes need ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr
-and exit status 2.
+module folders (pooling; a module that saves no files, such as Normalize, has none), so
+``SentenceTransformer(folder, trust_remote_code=True)`` loads it. Settings that change weight shapes need
+``--ignore_mismatched_sizes``; a refused conversion is one line on stderr and exit status 2.
+
+Nothing on disk is lost (:mod:`~hf_effattn.conversion.output_folder`): the output folder is checked before anything
+loads (never the checkpoint's own; one that is not empty only with ``--overwrite_output_dir``, which replaces it
+whole) and written into a temporary folder moved into place once complete. So is the request
+(:func:`check_request`: settings the mechanism lacks, ``--num_labels`` for a head without labels, the transfer's
+arguments), and the transfer data is read and checked before the model loads. The card's licence is the
+checkpoint's own (its card's metadata), or ``--license``.
 
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
 checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the texts or images of ``SOURCE``

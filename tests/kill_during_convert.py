@@ -27,6 +27,8 @@ import safetensors.torch
 import torch
 import transformers.modeling_utils
 
+from forked import run_forked
+
 from hf_effattn.conversion import convert
 from hf_effattn.finetuning.checkpoints import REPLACED_SUFFIX
 
@@ -63,18 +65,12 @@ def kill_at(stage: str) -> None:
 
 def run_killed(stage: str, arguments: dict) -> int:
     """Run ``convert(**arguments)`` in a child killed at ``stage``; minus the signal that ended it, or its status."""
-    child = os.fork()
-    if child == 0:
-        status = 1
-        try:
-            torch.manual_seed(0)
-            kill_at(stage)
-            convert(**arguments)
-            status = 0
-        finally:
-            os._exit(status)
-    _, status = os.waitpid(child, 0)
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    def killed_conversion() -> None:
+        torch.manual_seed(0)
+        kill_at(stage)
+        convert(**arguments)
+
+    return run_forked(killed_conversion)
 
 
 if __name__ == "__main__":

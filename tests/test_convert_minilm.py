@@ -47,7 +47,8 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 {snippet}
-embeddings = SentenceTransformer("out", trust_remote_code=True, device="cpu").encode({sentences}, convert_to_tensor=True)
+encoder = SentenceTransformer("out", trust_remote_code=True, device="cpu")
+embeddings = encoder.encode({sentences}, convert_to_tensor=True)
 torch.save({{"hidden": outputs.last_hidden_state, "embeddings": embeddings}}, "reloaded.pt")
 """
 

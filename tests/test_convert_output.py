@@ -115,8 +115,9 @@ def test_a_kill_at_any_stage_of_the_save_leaves_the_previous_folder_or_the_new_o
             "checkpoint": tiny_text_checkpoint(), "attention_type": "kerformer",
             "output_dir": str(tmp_path / stage / "out"), "overwrite_output_dir": True}})
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
-    result = subprocess.run([sys.executable, str(REPO / "tests" / "kill_during_convert.py"), str(tmp_path / "jobs.json"),
-                             str(tmp_path / "ends.json")], capture_output=True, text=True, timeout=300)
+    script = REPO / "tests" / "kill_during_convert.py"
+    result = subprocess.run([sys.executable, str(script), str(tmp_path / "jobs.json"), str(tmp_path / "ends.json")],
+                            capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     ends = json.loads((tmp_path / "ends.json").read_text())
     for stage, left in KILL_STAGES.items():

@@ -8,8 +8,9 @@
   of :data:`TEXT_COLUMNS` (text models) or :data:`IMAGE_COLUMNS` (vision models) present.
 
 No labels are read. The data is read and checked (the file, its column, the kind of its examples: texts for a
-text model, images for an image model) before the model loads, so a bad source fails at once. Texts are tokenised per batch (padded to the batch's longest, truncated to ``max_length``),
-images go through the checkpoint's image processor.
+text model, images for an image model) before the model loads, so a bad source fails at once. Texts are
+tokenised per batch (padded to the batch's longest, truncated to ``max_length``), images go through the
+checkpoint's image processor.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The model card (``README.md``) of a Hub-ready folder, rendered from ``model_cards/template.md``
 (installed as ``hf_effattn.model_cards``).
 
-The YAML header is built by ``huggingface_hub.ModelCardData`` (license, tags with the mechanism,
+The YAML header is built by ``huggingface_hub.ModelCardData`` (the licence: the source checkpoint's, from its
+card's metadata, or ``--license``, else ``other`` with a note in the body; tags with the mechanism,
 datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
 ``model-index``); the body describes the mechanism (its paper, linked where the paper prints a DOI, and its
 BibTeX citation, both from the mechanism class), the results, the hyper-parameters, how to load the model with
@@ -213,7 +214,9 @@ def license_sentence(content: CardContent) -> str:
 
 def base_name(base_model: str) -> str:
     """The source checkpoint as a card names it: a Hub link, or the local folder's name."""
-    return f"[{base_model}](https://huggingface.co/{base_model})" if is_hub_id(base_model) else f"`{Path(base_model).name}`"
+    if is_hub_id(base_model):
+        return f"[{base_model}](https://huggingface.co/{base_model})"
+    return f"`{Path(base_model).name}`"
 
 
 def limitations(content: CardContent) -> list[str]:

@@ -28,7 +28,7 @@ from hf_effattn.command_line import run_script
 from hf_effattn.conversion import check_found
 from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
 from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
-from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_writer
+from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.output_folder import check_output_folder, remove_previous_run
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
@@ -107,6 +107,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
                          "trainer": "transformers.Trainer", **lora_settings(model)},
         transfer=transfer,
         lora=is_peft_model(model),
+        license=card_license(options.model_name_or_path, options.license),
     )
 
 

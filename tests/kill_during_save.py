@@ -31,6 +31,8 @@ import scipy.stats  # noqa: F401 (by the metrics)
 import sklearn.metrics  # noqa: F401
 import torch
 
+from forked import run_forked
+
 from hf_effattn.finetuning.checkpoints import STATE_FILE
 from hf_effattn.finetuning.text_classification import main
 
@@ -72,17 +74,11 @@ def kill_at(stage: str, checkpoint: str) -> None:
 
 def run_killed(stage: str, checkpoint: str, argv: list[str]) -> int:
     """Run ``main(argv)`` in a child killed at ``stage``; minus the signal that ended it, or its exit status."""
-    child = os.fork()
-    if child == 0:
-        status = 1
-        try:
-            kill_at(stage, checkpoint)
-            main(argv)
-            status = 0
-        finally:
-            os._exit(status)
-    _, status = os.waitpid(child, 0)
-    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    def killed_run() -> None:
+        kill_at(stage, checkpoint)
+        main(argv)
+
+    return run_forked(killed_run)
 
 
 if __name__ == "__main__":

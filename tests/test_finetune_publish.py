@@ -4,6 +4,7 @@ no-token paths that keep the folder, and loading a fine-tuned folder as remote c
 import json
 import logging
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +25,13 @@ from huggingface_hub import ModelCard
 
 import hf_effattn
 from hf_effattn.finetuning import publishing
-from hf_effattn.finetuning.model_card import IMAGE_CLASSIFICATION, TEXT_CLASSIFICATION, CardContent, render_model_card
+from hf_effattn.finetuning.model_card import (
+    IMAGE_CLASSIFICATION,
+    TEXT_CLASSIFICATION,
+    CardContent,
+    License,
+    render_model_card,
+)
 
 
 def card_content(**changes) -> CardContent:
@@ -33,7 +40,7 @@ def card_content(**changes) -> CardContent:
                   base_model="FacebookAI/roberta-base", dataset_id="nyu-mll/glue", dataset_config="mrpc",
                   results={"validation": {"accuracy": 0.875, "f1": 0.9, "combined_score": 0.8875}},
                   hyperparameters={"learning_rate": 2e-5, "num_processes": 2},
-                  best={"metric": "combined_score", "value": 0.89, "step": 300})
+                  best={"metric": "combined_score", "value": 0.89, "step": 300}, license=License("apache-2.0"))
     values.update(changes)
     return CardContent(**values)
 
@@ -162,7 +169,7 @@ def test_trainer_push_uploads_the_hub_ready_folder_only(tmp_path, recording_hub)
         "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
         "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH), "--output_dir", str(tmp_path / "run"),
         "--per_device_train_batch_size", "8", "--max_steps", "1", "--save_strategy", "steps", "--save_steps", "1",
-        "--report_to", "none", "--use_cpu", "--push_to_hub", "--hub_token", "hf_test",
+        "--report_to", "none", "--use_cpu", "--push_to_hub", "--hub_token", "hf_test", "--license", "mit",
     ])
     assert (tmp_path / "run" / "checkpoint-1" / "optimizer.pt").is_file()  # Trainer's checkpoints are there...
     (_, repo_id, *_), (_, upload) = recording_hub.calls
@@ -173,15 +180,17 @@ def test_trainer_push_uploads_the_hub_ready_folder_only(tmp_path, recording_hub)
     for name in ("model.safetensors", "config.json", "README.md", "tokenizer.json", "modeling_effattn_roberta.py"):
         assert name in uploaded
     card = ModelCard.load(tmp_path / "run" / "README.md")
-    assert card.data.model_name == "someone/run"
+    assert card.data.model_name == "someone/run" and card.data.license == "mit"  # as given
     assert 'from_pretrained("someone/run", trust_remote_code=True)' in card.text
 
 
 def test_offline_push_to_hub_keeps_the_trained_folder_and_says_why(tmp_path, monkeypatch, caplog):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    source = shutil.copytree(tiny_text_checkpoint(), tmp_path.parent / f"{tmp_path.name}-source")
+    (source / "README.md").write_text("---\nlicense: cc-by-4.0\n---\n# A checkpoint with a licence\n")
     with caplog.at_level(logging.WARNING):
         outcome = load_script("run_text_classification").main([
-            "--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
+            "--model_name_or_path", str(source), "--attention_type", "kerformer", "--task_name", "sst2",
             "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH),
             *training_options(tmp_path, max_train_steps=2, push_to_hub=True, hub_model_id="someone/tiny-sst2"),
         ])
@@ -190,7 +199,8 @@ def test_offline_push_to_hub_keeps_the_trained_folder_and_says_why(tmp_path, mon
     assert str(tmp_path.resolve()) in caplog.text and "hf upload someone/tiny-sst2" in caplog.text
     for file in ("model.safetensors", "config.json", "README.md", "tokenizer.json"):
         assert (tmp_path / file).is_file()
-    assert ModelCard.load(tmp_path / "README.md").data.model_name == "someone/tiny-sst2"
+    card = ModelCard.load(tmp_path / "README.md")
+    assert card.data.model_name == "someone/tiny-sst2" and card.data.license == "cc-by-4.0"  # the checkpoint's
 
 
 RELOAD = """

@@ -161,7 +161,7 @@ def test_the_transfer_length(positions, requested, length, long_source):
     """By default 128 tokens, or the model's maximum length if shorter; ``"model"``: the model's; a number up to
     it as given (RoBERTa: the maximum length is ``max_position_embeddings - 2``)."""
     config = EffAttnRobertaModel.config_class.from_pretrained(long_source, max_position_embeddings=positions)
-    assert transfer_length(requested, EffAttnRobertaModel(config)) == length
+    assert transfer_length(requested, config.attention_max_length) == length
 
 
 def test_the_teacher_is_extended_exactly_when_the_student_is(long_source, monkeypatch):

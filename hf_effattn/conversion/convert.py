@@ -11,9 +11,16 @@ and the dropped ones are logged.
 
 The head is ``--task``, or else the one the checkpoint was saved with (its ``architectures``), or else the bare
 encoder. From Python: :func:`convert`. A sentence-transformers checkpoint keeps its ``modules.json``, settings and
-module folders (pooling, normalisation), so ``SentenceTransformer(folder, trust_remote_code=True)`` loads it.
-Settings that change weight shapes need ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr
-and exit status 2.
+module folders (pooling; a module that saves no files, such as Normalize, has none), so
+``SentenceTransformer(folder, trust_remote_code=True)`` loads it. Settings that change weight shapes need
+``--ignore_mismatched_sizes``; a refused conversion is one line on stderr and exit status 2.
+
+Nothing on disk is lost (:mod:`~hf_effattn.conversion.output_folder`): the output folder is checked before anything
+loads (never the checkpoint's own; one that is not empty only with ``--overwrite_output_dir``, which replaces it
+whole) and written into a temporary folder moved into place once complete. So is the request
+(:func:`check_request`: settings the mechanism lacks, ``--num_labels`` for a head without labels, the transfer's
+arguments), and the transfer data is read and checked before the model loads. The card's licence is the
+checkpoint's own (its card's metadata), or ``--license``.
 
 With ``--max_length N`` (text) or ``--image_size S`` (ViT) the model is extended past the checkpoint's input
 size (``hf_effattn.modeling.position_extension``): its config, the extended weights (listed in the log and the
@@ -27,6 +34,7 @@ checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the te
 
 from __future__ import annotations
 
+import inspect
 import json
 import shutil
 from pathlib import Path
@@ -37,6 +45,8 @@ from transformers.utils import cached_file, logging
 
 from ..modeling.configuration_effattn import pair
 from ..presets import FAMILIES, TASKS, model_class
+from .output_folder import prepare_output_folder, written_into_place
+from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
 
@@ -85,8 +95,13 @@ def check_found(checkpoint) -> None:
 def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
             attention_config: dict | None = None, convert_attention: bool = False,
             ignore_mismatched_sizes: bool = False, transfer: dict | None = None, max_length: int | None = None,
-            image_size: int | None = None, **config_overrides):
+            image_size: int | None = None, overwrite_output_dir: bool = False, license: str | None = None,
+            **config_overrides):
     """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+
+    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.conversion.output_folder`): it may not be
+    the checkpoint's folder, nor a folder that is not empty unless ``overwrite_output_dir``, which replaces it whole.
+    It is written into a temporary folder beside it and moved into place once complete.
 
     ``max_length`` (text) / ``image_size`` (ViT): extend the model to this input size, at least the checkpoint's
     (see :meth:`~hf_effattn.modeling.pretrained.EffAttnPreTrainedModel.from_pretrained`).
@@ -94,31 +109,50 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     ``ignore_mismatched_sizes``: initialise anew (and log) the weights whose shapes the new settings change
     (Kerformer's SE-K layers from ``se_mode="token"`` to ``"channel"``); without it they raise.
 
-    ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
-    :func:`~hf_effattn.conversion.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length`` (up to the
-    model's maximum length, ``"model"`` for it; by default 128 or the model's if shorter), ``seed``, and
-    those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
+    ``transfer``: run attention transfer first, with these arguments: those of :func:`transfer_batches` (``data``,
+    ``column``, ``split``, ``batch_size``, ``max_length``, ``seed``), read and checked before the model loads,
+    and those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``,
+    ``train``, ...). Its ``max_length`` is at most the model's maximum length, ``"model"`` for it; by default 128
+    or the model's if shorter (:func:`~hf_effattn.conversion.transfer.transfer_length`).
+
+    ``license``: the model card's licence (default: the one the checkpoint's card states; ``other``, with a note,
+    where it states none).
     """
     check_found(checkpoint)
+    prepare_output_folder(checkpoint, output_dir, overwrite_output_dir)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))
     loader = model_class(family, task)
     size = input_size_argument(loader.config_class.size_argument, family, max_length=max_length,
                                image_size=image_size)
+    check_request(family, task, attention_type, attention_config, transfer, config_overrides)
+    batches, transfer_arguments = None, {}
+    if transfer:
+        check_softmax(source.get("attention_type", "sdpa"), checkpoint)
+        loader_arguments, transfer_arguments = split_transfer(transfer)
+        if family == "text":
+            longest = max_length or loader.config_from_checkpoint(source, None, None, {})[0].attention_max_length
+            loader_arguments["max_length"] = transfer_length(loader_arguments.get("max_length"), longest)
+        batches = transfer_batches(checkpoint, family, **loader_arguments)
     model, info = loader.from_pretrained(
         checkpoint, attention_type=attention_type, attention_config=attention_config,
         convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes,
         output_loading_info=True, **size, **config_overrides,
     )
     extension = info["position_extension"]
-    report = transfer_from(checkpoint, family, model, **transfer) if transfer else None
-    model.save_pretrained(output_dir)
-    save_preprocessor(checkpoint, family, output_dir, model.config if extension else None)
-    save_sentence_transformers_modules(checkpoint, output_dir)
-    if report is not None:
-        report.save(output_dir)
-    write_card(output_dir, checkpoint, family, task, model.config, report, extension)
+    report = None
+    if transfer:
+        report = transfer_attention(model, load_teacher(model, checkpoint), batches,
+                                    data_description=str(transfer["data"]), **transfer_arguments)
+    with written_into_place(output_dir) as folder:
+        model.save_pretrained(folder)
+        save_preprocessor(checkpoint, family, folder, model.config if extension else None)
+        save_sentence_transformers_modules(checkpoint, folder)
+        if report is not None:
+            report.save(folder)
+        write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
+                   extension)
     return model
 
 
@@ -133,37 +167,77 @@ def input_size_argument(argument: str, family: str, **sizes) -> dict:
     return given
 
 
-def write_card(output_dir, checkpoint: str, family: str, task: str, config, report, extension=None) -> None:
-    """The folder's model card: the mechanism, the source checkpoint, an extension of its input size, and after a
-    transfer, its report."""
-    from ..finetuning.model_card import CardContent, converted_kind, write_model_card
+LABELLED_TASKS = ("sequence-classification", "token-classification", "image-classification")
+
+
+def check_request(family: str, task: str, attention_type: str, attention_config: dict | None,
+                  transfer: dict | None, config_overrides: dict) -> None:
+    """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
+    anything loads: settings ``attention_type`` does not have, ``num_labels`` for a head without labels, a transfer
+    without data or with unknown arguments."""
+    from ..modeling.attention_base import build_settings
+
+    build_settings(attention_type, attention_config)
+    if "num_labels" in config_overrides and task not in LABELLED_TASKS:
+        raise ValueError(f"--num_labels does nothing for the {task!r} head, which has no labels: drop it, or choose "
+                         f"a head with labels (--task {' / '.join(t for t in LABELLED_TASKS if t in TASKS[family])}).")
+    if transfer is None:
+        return
+    if not transfer.get("data"):
+        raise ValueError("transfer needs its data: give transfer={'data': SOURCE, ...} (--transfer_data SOURCE).")
+    unknown = sorted(set(transfer) - set(transfer_argument_names()))
+    if unknown:
+        raise ValueError(f"Unknown transfer argument(s) {', '.join(unknown)}: known are "
+                         f"{', '.join(transfer_argument_names())}.")
+
+
+def transfer_argument_names() -> list[str]:
+    """The arguments ``convert(transfer=...)`` takes: those of :func:`transfer_batches`, then of
+    :func:`~hf_effattn.conversion.transfer.transfer_attention` (less what ``convert`` gives itself)."""
+    training = [name for name in inspect.signature(transfer_attention).parameters
+                if name not in ("model", "teacher", "data", "data_description")]
+    return loader_argument_names() + training
+
+
+def loader_argument_names() -> list[str]:
+    """The arguments of :func:`transfer_batches` that ``convert(transfer=...)`` passes on (``data``, ...)."""
+    return list(inspect.signature(transfer_batches).parameters)[2:]  # after checkpoint and family
+
+
+def split_transfer(transfer: dict) -> tuple[dict, dict]:
+    """``transfer`` split into the arguments of :func:`transfer_batches` and those of ``transfer_attention``."""
+    loader = loader_argument_names()
+    return ({k: v for k, v in transfer.items() if k in loader}, {k: v for k, v in transfer.items() if k not in loader})
+
+
+def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, config, report,
+               license: str | None = None, extension: dict | None = None) -> None:
+    """The folder's model card: the mechanism, the source checkpoint, its licence, an extension of its input size
+    and, after a transfer, its report."""
+    from ..finetuning.model_card import CardContent, card_license, converted_kind, write_model_card
 
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
     }
-    write_model_card(output_dir, CardContent(
-        kind=converted_kind(family, task), repo_id=Path(output_dir).resolve().name,
+    write_model_card(folder, CardContent(
+        kind=converted_kind(family, task), repo_id=repo_id,
         attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
-        transfer=report.to_dict() if report else None, extension=extension,
+        transfer=report.to_dict() if report else None, license=card_license(checkpoint, license),
+        extension=extension,
     ))
 
 
-def transfer_from(checkpoint: str, family: str, model, data: str, column: str | None = None, split: str = "train",
-                  batch_size: int = 16, max_length: int | str | None = None, seed: int = 0, **transfer_arguments):
-    """Attention transfer from ``checkpoint``'s softmax attention into ``model`` on the inputs of ``data`` (texts
-    truncated to ``max_length`` tokens: see :func:`~hf_effattn.conversion.transfer.transfer_length`)."""
-    from .transfer import load_teacher, transfer_attention, transfer_length
+def transfer_batches(checkpoint: str, family: str, data: str, column: str | None = None, split: str = "train",
+                     batch_size: int = 16, max_length: int = 128, seed: int = 0):
+    """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image processor (texts
+    truncated to ``max_length`` tokens)."""
     from .transfer_data import transfer_loader
 
-    if family == "text":
-        max_length = transfer_length(max_length, model)
-    teacher = load_teacher(model, checkpoint)
     loader, _, _ = PREPROCESSORS[family]
-    batches = transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
-                              batch_size=batch_size, max_length=max_length, seed=seed)
-    return transfer_attention(model, teacher, batches, data_description=str(data), **transfer_arguments)
+    return transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
+                           batch_size=batch_size, max_length=max_length, seed=seed)
 
 
 PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is called)
@@ -177,7 +251,8 @@ def save_preprocessor(checkpoint: str, family: str, output_dir, extended_config=
     model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
     loader, config_file, called = PREPROCESSORS[family]
     if cached_file(checkpoint, config_file, _raise_exceptions_for_missing_entries=False) is None:
-        logger.warning(f"{checkpoint} has no {called} ({config_file}): add one to {output_dir} before publishing it.")
+        logger.warning(f"{checkpoint} has no {called} ({config_file}): add one to the converted folder before "
+                       "publishing it.")
         return
     processor = loader.from_pretrained(checkpoint)
     if extended_config is not None:
@@ -221,6 +296,7 @@ def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
     for name in SENTENCE_TRANSFORMERS_FILES:
         if (root / name).is_file():
             shutil.copyfile(root / name, Path(output_dir) / name)
+    folders = [folder for folder in folders if (root / folder).is_dir()]  # Normalize, for one, saves no files
     for folder in folders:
         shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
     logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")

@@ -60,6 +60,7 @@ REPORT_FILE = "attention_transfer.json"
 TEACHER_CHUNK_SCORES = 2**22  # the most attention scores (B * h * queries * N) the teacher computes at once
 MODEL_LENGTH = "model"  # a transfer max_length meaning: the model's own maximum length
 DEFAULT_LENGTH = 128  # the transfer max_length by default (the model's maximum length if that is shorter)
+REPORT_NUMBERS = ("steps", "learning_rate", "examples_seen", "hidden_cosine_before", "hidden_cosine_after")
 
 
 @dataclass
@@ -107,6 +108,22 @@ class TransferReport:
         path = Path(folder) / REPORT_FILE
         path.write_text(json.dumps(self.to_dict(), indent=2))
         return path
+
+    @classmethod
+    def read(cls, folder) -> "TransferReport":
+        """The report saved in ``folder``; ``ValueError`` naming the file when it is unreadable or no such report."""
+        path = Path(folder) / REPORT_FILE
+        try:
+            report = cls.from_dict(json.loads(path.read_text()))
+        except (OSError, ValueError, TypeError, KeyError, AttributeError) as error:
+            raise ValueError(f"{path} is not an attention-transfer report ({type(error).__name__}: {error}): remove "
+                             "it, or write the folder anew.") from None
+        numbers = [getattr(report, name) for name in REPORT_NUMBERS]
+        numbers += [value for layer in report.layers for value in asdict(layer).values()]
+        if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in numbers):
+            raise ValueError(f"{path} is not an attention-transfer report (a number is missing or not a number): "
+                             "remove it, or write the folder anew.")
+        return report
 
     def format(self) -> str:
         """A plain-text table: per layer, MSE and cosine before -> after, then the last hidden state's cosine."""
@@ -270,10 +287,7 @@ def load_teacher(model: nn.Module, source: str, **kwargs) -> nn.Module:
     from transformers import PreTrainedConfig
 
     config = PreTrainedConfig.get_config_dict(source)[0]
-    attention_type = config.get("attention_type", "sdpa")
-    if attention_type not in SOFTMAX:
-        raise ValueError(f"{source} has {attention_type!r} attention, not softmax, so it cannot teach attention "
-                         "transfer: start from the RoBERTa, BERT or ViT checkpoint it was converted from.")
+    check_softmax(config.get("attention_type", "sdpa"), source)
     encoder = type(model.base_model)
     longest = model.config.attention_max_length
     if longest > encoder.config_from_checkpoint(config, None, None, {})[0].attention_max_length:
@@ -281,11 +295,10 @@ def load_teacher(model: nn.Module, source: str, **kwargs) -> nn.Module:
     return encoder.from_pretrained(source, **kwargs).eval()
 
 
-def transfer_length(max_length: int | str | None, model: nn.Module) -> int:
-    """The length texts are truncated to for a transfer into ``model``: ``max_length``, or the model's maximum
-    length for ``"model"``, or by default (``None``) :data:`DEFAULT_LENGTH` or the model's maximum length if
-    shorter. Raise when ``max_length`` is longer than the model's maximum length."""
-    longest = model.config.attention_max_length
+def transfer_length(max_length: int | str | None, longest: int) -> int:
+    """The length texts are truncated to for a transfer into a model of maximum length ``longest``: ``max_length``,
+    or ``longest`` for ``"model"``, or by default (``None``) :data:`DEFAULT_LENGTH` or ``longest`` if shorter.
+    Raise when ``max_length`` is longer than ``longest``."""
     if max_length is None:
         return min(DEFAULT_LENGTH, longest)
     if max_length == MODEL_LENGTH:
@@ -302,8 +315,17 @@ def transfer_length(max_length: int | str | None, model: nn.Module) -> int:
     return max_length
 
 
+def check_softmax(attention_type: str, teacher: str) -> None:
+    """Raise unless ``attention_type``, the attention of ``teacher``, is softmax attention."""
+    if attention_type not in SOFTMAX:
+        raise ValueError(f"{teacher} has {attention_type!r} attention, not softmax, so it cannot teach attention "
+                         "transfer: start from the RoBERTa, BERT or ViT checkpoint it was converted from, or load "
+                         "the teacher with attention_type='sdpa'.")
+
+
 def check_pair(model: nn.Module, teacher: nn.Module) -> None:
-    """Raise unless ``teacher`` has the student's layer count and width, on the same device."""
+    """Raise unless ``teacher`` has softmax attention and the student's layer count and width, on the same device."""
+    check_softmax(getattr(teacher.config, "attention_type", None), "The teacher")
     for attribute in ("num_hidden_layers", "hidden_size"):
         mine, theirs = getattr(model.config, attribute), getattr(teacher.config, attribute)
         if mine != theirs:

@@ -54,6 +54,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Allow an hf_effattn checkpoint to be loaded with another mechanism than its own.")
     group.add_argument("--ignore_mismatched_sizes", action="store_true",
                        help="Re-initialise weights whose shape differs, e.g. a classifier with another label count.")
+    group.add_argument("--license", default=None, metavar="ID",
+                       help="The model card's licence, a Hub licence id such as apache-2.0 (default: the one the "
+                            "checkpoint's card states, else 'other' with a note).")
     group.add_argument("--attention_transfer_steps", type=non_negative_int, default=0,
                        help="Before fine-tuning, train the new attention for this many steps to reproduce the "
                             "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")

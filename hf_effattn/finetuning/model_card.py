@@ -1,7 +1,8 @@
 """The model card (``README.md``) of a Hub-ready folder, rendered from ``model_cards/template.md``
 (installed as ``hf_effattn.model_cards``).
 
-The YAML header is built by ``huggingface_hub.ModelCardData`` (license, tags with the mechanism,
+The YAML header is built by ``huggingface_hub.ModelCardData`` (the licence: the source checkpoint's, from its
+card's metadata, or ``--license``, else ``other`` with a note in the body; tags with the mechanism,
 datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
 ``model-index``); the body describes the mechanism (its paper, linked where the paper prints a DOI, and its
 BibTeX citation, both from the mechanism class), the results, the hyper-parameters, how to load the model with
@@ -13,13 +14,16 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__, describe_attention, model_cards
+from ..command_line import one_line
 from ..modeling.pretrained import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 
+logger = logging.getLogger(__name__)
 TEMPLATE_PATH = Path(model_cards.__file__).resolve().parent / "template.md"
 
 
@@ -84,6 +88,42 @@ def converted_kind(family: str, task: str) -> CardKind:
     )
 
 
+@dataclass(frozen=True)
+class License:
+    """The card's licence: a Hub licence identifier (``None``: unknown, the metadata says ``other``) and whether
+    it was ``given`` (``--license``) rather than taken from the source checkpoint's card."""
+
+    name: str | None
+    given: bool = False
+
+
+def card_license(checkpoint: str, given: str | None = None) -> License:
+    """The licence of a model made from ``checkpoint``: ``given``, else the one the checkpoint's card states."""
+    return License(given, given=True) if given else License(source_license(checkpoint))
+
+
+def source_license(checkpoint: str) -> str | None:
+    """The ``license`` that the card of ``checkpoint`` states in its metadata: the YAML front matter of a local
+    folder's ``README.md``, or the Hub card of a Hub id (through ``huggingface_hub.ModelCard``). ``None`` when it
+    states none, for a preset (no source), or when the card cannot be read (logged)."""
+    from huggingface_hub import ModelCard
+
+    from ..presets import list_models
+
+    if checkpoint in list_models():
+        return None
+    folder = Path(checkpoint)
+    if folder.is_dir() and not (folder / "README.md").is_file():
+        return None
+    try:
+        card = ModelCard.load(folder / "README.md" if folder.is_dir() else checkpoint)
+    except (OSError, ValueError) as error:
+        logger.warning(f"Could not read the model card of {checkpoint} ({one_line(error)}): its licence is unknown.")
+        return None
+    name = card.data.license
+    return name if isinstance(name, str) and name else None
+
+
 @dataclass
 class CardContent:
     """Everything a card states about one fine-tuned model."""
@@ -102,6 +142,7 @@ class CardContent:
     transfer: dict | None = None  # a TransferReport as a dict, when attention transfer ran before fine-tuning
     lora: bool = False  # the folder holds a LoRA adapter and its base (``base_model/``), not the whole model
     extension: dict | None = None  # the input size extended at conversion: from_pretrained's "position_extension"
+    license: License = License(None)
 
 
 def is_hub_id(name: str | None) -> bool:
@@ -120,7 +161,7 @@ def card_data(content: CardContent):
         for split, metrics in content.results.items() for metric, value in metrics.items()
     ] if dataset else []
     return ModelCardData(
-        license="apache-2.0",
+        license=content.license.name or "other",
         library_name="peft" if content.lora else "transformers",
         pipeline_tag=content.kind.pipeline_tag,
         tags=["hf_effattn", "efficient-attention", content.attention_type, content.kind.architecture_tag,
@@ -160,6 +201,28 @@ def paper_reference(description: dict) -> str:
     return f"[{description['paper']}]({url})" if url else description["paper"]
 
 
+def license_sentence(content: CardContent) -> str:
+    """Where the card's licence comes from, or, where it is unknown, what to do."""
+    from ..presets import list_models
+
+    name, base = content.license.name, base_name(content.base_model)
+    if name and content.license.given:
+        return f"`{name}`, as given when the model was written."
+    if name:
+        return f"`{name}`, the licence that the card of {base} states: this model's weights derive from it."
+    unknown = ("the model was trained from scratch and no licence was given" if content.base_model in list_models()
+               else f"the card of {base} states none")
+    return (f"Unknown: {unknown}, so the metadata says `other`. Check the terms of what the model was made from "
+            "before using or sharing it, and set the licence with `--license` (Python: `license=`).")
+
+
+def base_name(base_model: str) -> str:
+    """The source checkpoint as a card names it: a Hub link, or the local folder's name."""
+    if is_hub_id(base_model):
+        return f"[{base_model}](https://huggingface.co/{base_model})"
+    return f"`{Path(base_model).name}`"
+
+
 def limitations(content: CardContent) -> list[str]:
     """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
     from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
@@ -196,8 +259,6 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
     if not Path(template_path).is_file():
         raise FileNotFoundError(f"No model card template at {template_path}: pass the path of a Jinja template.")
     description = describe_attention(content.attention_type)
-    base = content.base_model
-    base_sentence = (f"[{base}](https://huggingface.co/{base})" if is_hub_id(base) else f"`{Path(base).name}`")
     best_sentence = ""
     if content.best:
         best_sentence = (f"The best evaluation during training ({content.best['metric']} = "
@@ -207,7 +268,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         template_path=str(template_path),
         model_name=content.repo_id.split("/")[-1],
         repo_id=content.repo_id,
-        base_model_sentence=f"This model is {base_sentence}",
+        base_model_sentence=f"This model is {base_name(content.base_model)}",
         purpose_sentence=purpose_sentence(content),
         attention_type=content.attention_type,
         attention_config=json.dumps(content.attention_config),
@@ -227,6 +288,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,
         limitations=limitations(content),
+        license_sentence=license_sentence(content),
         versions={"hf_effattn": __version__, "Transformers": transformers.__version__,
                   "PyTorch": torch.__version__},
     )

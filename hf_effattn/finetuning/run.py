@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Callable
 
 from ..conversion import check_found
-from ..conversion.transfer import REPORT_FILE, load_teacher, transfer_attention
+from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
 from .lora import add_lora, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
-from .model_card import CardContent, CardKind, card_writer
+from .model_card import CardContent, CardKind, card_license, card_writer
 from .output_folder import RESULTS_FILE, prepare_output_folder
 from .publishing import publish_folder, repository_name, save_model_folder
 
@@ -73,9 +73,8 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
     """
     if not args.attention_transfer_steps:
         return None
-    report_path = Path(args.output_dir) / REPORT_FILE
-    if resuming and report_path.exists():
-        return json.loads(report_path.read_text())
+    if resuming and (Path(args.output_dir) / REPORT_FILE).exists():
+        return resumed_report(args.output_dir, model.config.attention_type)
     from torch.utils.data import DataLoader
 
     batches = DataLoader(data.train, batch_size=batch_size, shuffle=True, collate_fn=data.collate_fn,
@@ -91,6 +90,17 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
         Path(args.output_dir).mkdir(parents=True, exist_ok=True)
         report.save(args.output_dir)
         logger.info("\n" + report.format())
+    return report.to_dict()
+
+
+def resumed_report(output_dir, attention_type: str) -> dict:
+    """The transfer report a resumed run takes from ``output_dir``, checked now rather than when the card is written
+    at the end: ``ValueError`` when it is unreadable or reports a transfer into another mechanism."""
+    report = TransferReport.read(output_dir)
+    if report.attention_type != attention_type:
+        raise ValueError(f"{Path(output_dir) / REPORT_FILE} reports a transfer into {report.attention_type!r} "
+                         f"attention, but this run trains {attention_type!r}: resume with --attention_type "
+                         f"{report.attention_type}, or start a new run (--overwrite_output_dir).")
     return report.to_dict()
 
 
@@ -150,6 +160,7 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         best={"metric": data.metrics.main, "value": state.best_metric, "step": state.best_step},
         transfer=transfer,
         lora=is_peft_model(unwrapped),
+        license=card_license(args.model_name_or_path, args.license),
     )
 
 

@@ -34,8 +34,12 @@ class Recipe:
     load_model: Callable  # (args, LabelInfo) -> model
     card_kind: CardKind
 
+    def build_parser(self):
+        """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""
+        return build_parser(self.description, self.add_data_arguments)
+
     def parse_args(self, argv: list[str] | None = None):
-        return build_parser(self.description, self.add_data_arguments).parse_args(argv)
+        return self.build_parser().parse_args(argv)
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:
         """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""

@@ -39,8 +39,8 @@ HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size
                    "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed")
 
 
-def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object]:
-    """``TrainingArguments`` and the model and data options."""
+def build_parser() -> HfArgumentParser:
+    """Every ``TrainingArguments`` option, the model, LoRA and data options, and ``--overwrite_output_dir``."""
     parser = HfArgumentParser(TrainingArguments)
     add_model_arguments(parser)
     add_lora_arguments(parser)
@@ -48,7 +48,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     parser.add_argument("--overwrite_output_dir", action="store_true",
                         help="Replace the run saved in a non-empty --output_dir (refused otherwise), its checkpoints "
                              "and results first (TrainingArguments no longer has this option).")
-    training_args, options = parser.parse_args_into_dataclasses(argv)
+    return parser
+
+
+def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object]:
+    """``TrainingArguments`` and the model and data options."""
+    training_args, options = build_parser().parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
     options.resume_from_checkpoint = training_args.resume_from_checkpoint

@@ -40,7 +40,7 @@ def model_lines(pattern: str) -> list[str]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("pattern", nargs="?", default="*",
-                        help="a part of the names to show, fnmatch wildcards allowed, e.g. psf or 'lra-*/psf' "
+                        help="a part of the names to show, fnmatch wildcards allowed, e.g. psf or 'lra*/psf' "
                              "(default: all)")
     what = parser.add_mutually_exclusive_group()
     what.add_argument("--attentions", action="store_true", help="list the attention mechanisms only")

@@ -180,13 +180,20 @@ SOFTMAX_IMPLEMENTATIONS = ("eager", "sdpa")
 
 
 def attention_from_overrides(name: str, attention_type: str, overrides: dict) -> str:
-    """The preset's ``attention_type``, or the one that Transformers' ``attn_implementation`` (popped from
-    ``overrides``) names: ``"eager"`` or ``"sdpa"``, for a preset named without a mechanism or with that one.
-    Other values (``"flash_attention_2"``, ...) and a preset naming another mechanism raise."""
+    """The preset's ``attention_type``, or the one that an ``attention_type`` override or Transformers'
+    ``attn_implementation`` (both popped from ``overrides``) names; ``attn_implementation`` only ``"eager"`` or
+    ``"sdpa"``. Either may name another mechanism only for a preset named without one (``"roberta-base"``); other
+    ``attn_implementation`` values (``"flash_attention_2"``, ...) raise."""
+    architecture = name.partition("/")[0]
+    if "attention_type" in overrides:  # the name's mechanism, or one for a preset named without a mechanism
+        chosen = overrides.pop("attention_type")
+        if "/" in name and chosen != attention_type:
+            raise ValueError(f"attention_type={chosen!r} conflicts with preset {name!r}, whose attention_type is "
+                             f"{attention_type!r}: name one mechanism, e.g. create_model('{architecture}/{chosen}').")
+        attention_type = chosen
     requested = overrides.pop("attn_implementation", None)
     if requested is None:
         return attention_type
-    architecture = name.partition("/")[0]
     if requested not in SOFTMAX_IMPLEMENTATIONS:
         raise ValueError(
             f"attn_implementation={requested!r} is not supported: these models choose their attention by name, "

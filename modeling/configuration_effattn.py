@@ -119,9 +119,10 @@ class EffAttnConfigMixin:
 
 
 class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
-    r"""A RoBERTa configuration whose self-attention is ``attention_type``.
+    r"""A RoBERTa configuration whose self-attention is ``attention_type``; the other arguments are
+    :class:`~transformers.RobertaConfig`'s.
 
-    Args (beyond :class:`~transformers.RobertaConfig`'s):
+    Args:
         attention_type (`str`, defaults to `"sdpa"`): a registered attention mechanism.
         attention_config (`dict`, *optional*): that mechanism's settings (paper defaults for missing keys).
         roberta_positions (`bool`, defaults to `True`): position ids as RoBERTa computes them (real tokens
@@ -179,9 +180,10 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
 
 
 class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
-    r"""A ViT configuration whose self-attention is ``attention_type``.
+    r"""A ViT configuration whose self-attention is ``attention_type``; the other arguments are
+    :class:`~transformers.ViTConfig`'s.
 
-    Args (beyond :class:`~transformers.ViTConfig`'s):
+    Args:
         attention_type (`str`, defaults to `"sdpa"`): a registered attention mechanism.
         attention_config (`dict`, *optional*): that mechanism's settings (paper defaults for missing keys).
     """

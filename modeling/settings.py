@@ -95,7 +95,8 @@ def checked(name: str, value: Any, spec: Spec, where: str = "attention setting",
 
 
 def setting(default: Any, kind: type, **limits: Any) -> dataclasses.Field:
-    """A dataclass field with ``default`` whose value must fit ``Spec(kind, **limits)``::
+    """A dataclass field with ``default`` whose value must fit ``Spec(kind, **limits)``, e.g. in a settings
+    dataclass::
 
         eps: float = setting(1e-6, float, above=0)
         rank: int | None = setting(None, int, minimum=1, none_means="the head width")

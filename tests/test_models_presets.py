@@ -94,3 +94,13 @@ def test_attn_implementation_maps_to_the_softmax_mechanisms_or_is_refused():
         hf_effattn.create_model("roberta-base/kerformer", attn_implementation="eager")
     with pytest.raises(ValueError, match=r"attn_implementation='flash_attention_2' is not supported.*'roberta-base/"):
         hf_effattn.create_model("roberta-base", attn_implementation="flash_attention_2")
+
+
+def test_attention_type_override_agrees_with_the_preset_or_is_refused():
+    assert hf_effattn.create_config("roberta-base", attention_type="dba").attention_type == "dba"
+    assert hf_effattn.create_config("roberta-base/dba", attention_type="dba").attention_type == "dba"
+    with pytest.raises(ValueError, match=r"attention_type='psf' conflicts with preset 'roberta-base/dba'.*"
+                                         r"create_model\('roberta-base/psf'\)"):
+        hf_effattn.create_config("roberta-base/dba", attention_type="psf")
+    with pytest.raises(ValueError, match="Unknown attention_type 'kerformr'"):
+        hf_effattn.create_config("roberta-base", attention_type="kerformr")

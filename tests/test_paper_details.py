@@ -195,9 +195,8 @@ def test_psf_has_no_query_or_key():
 # Where each mechanism's reference lives
 
 
-def test_readme_table_gives_each_mechanisms_equations_as_its_class_does():
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
-    section = readme[readme.index("<!-- SECTION:mechanisms -->"):readme.index("<!-- /SECTION:mechanisms -->")]
-    rows = dict(re.findall(r"^\| `([a-z_]+)` \| [^|]+ \| ([^|]+) \|", section, flags=re.MULTILINE))
+def test_mechanisms_page_table_gives_each_mechanisms_equations_as_its_class_does():
+    page = (Path(__file__).resolve().parents[1] / "docs" / "mechanisms" / "index.md").read_text()
+    rows = dict(re.findall(r"^\| `([a-z_]+)` \| [^|]+ \| ([^|]+) \|", page, flags=re.MULTILINE))
     for name in hf_effattn.list_attentions():
         assert rows.get(name, "(no row)").strip() == hf_effattn.describe_attention(name)["equations"], name

@@ -14,5 +14,6 @@ RECIPE = Recipe(
     load_model=load_image_classifier,
     card_kind=IMAGE_CLASSIFICATION,
 )
+build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args
 main = with_processor_option(RECIPE, "image_processor_name")

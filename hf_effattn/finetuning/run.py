@@ -39,8 +39,12 @@ class Recipe:
     card_kind: CardKind
     finetuner: type[Finetuner] = Finetuner  # the training loop: a subclass evaluates other tasks (e.g. masked LM)
 
+    def build_parser(self):
+        """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""
+        return build_parser(self.description, self.add_data_arguments)
+
     def parse_args(self, argv: list[str] | None = None):
-        return build_parser(self.description, self.add_data_arguments).parse_args(argv)
+        return self.build_parser().parse_args(argv)
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:
         """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""

@@ -18,7 +18,9 @@ from hf_effattn import cli
 from hf_effattn.conversion import convert
 from hf_effattn.modeling.attentions import get_attention_class, list_attentions
 from hf_effattn.modeling.position_extension import tile_blocks
-from models_helpers import PAD, pixel_values, save_source, text_config, text_inputs, vision_config
+from models_helpers import (
+    PAD, assert_loads_as_remote_code, pixel_values, save_source, text_config, text_inputs, vision_config,
+)
 
 LONG = 50  # the extended maximum length; the tiny checkpoints take 18 tokens (RoBERTa) or 20 (BERT)
 LENGTH_SIZED = [name for name in list_attentions() if get_attention_class(name).needs_max_length]
@@ -155,9 +157,14 @@ def test_convert_extends_the_model_its_tokenizer_and_card(tmp_path, caplog):
     assert json.loads((tmp_path / "out" / "config.json").read_text())["max_position_embeddings"] == LONG + PAD + 1
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "out").model_max_length == LONG
     card = (tmp_path / "out" / "README.md").read_text()
-    assert f"`max_length` 18\nto {LONG}" in card and "roberta.embeddings.position_embeddings.weight" in card
-    model = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "out")
-    assert model(**text_inputs(length=LONG)).logits.shape == (3, LONG, 40)
+    assert f"extended at conversion from the source checkpoint's `max_length` of 18 to {LONG}:" in card
+    assert "`roberta.embeddings.position_embeddings.weight`, `roberta.encoder.layer.*.attention.self.se_expand" in card
+    model = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "out").eval()
+    inputs = text_inputs(length=LONG)
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    assert logits.shape == (3, LONG, 40)
+    assert_loads_as_remote_code(tmp_path / "out", "AutoModelForMaskedLM", inputs, logits)
 
 
 def test_convert_refuses_the_other_familys_size(tmp_path):

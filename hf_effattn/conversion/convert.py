@@ -298,6 +298,5 @@ def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
             shutil.copyfile(root / name, Path(output_dir) / name)
     folders = [folder for folder in folders if (root / folder).is_dir()]  # Normalize, for one, saves no files
     for folder in folders:
-        if (root / folder).is_dir():  # a module without files (Normalize) may have no folder, as on the Hub
-            shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
+        shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
     logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")

@@ -282,8 +282,8 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         hyperparameters=content.hyperparameters,
         transfer=content.transfer,
         lora=content.lora,
-        extension=content.extension and {**content.extension,
-                                         "parameters": fold_layers(content.extension["parameters"])},
+        extension=content.extension and {**content.extension, "parameters": ", ".join(
+            f"`{name}`" for name in fold_layers(content.extension["parameters"]).split(", "))},
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,

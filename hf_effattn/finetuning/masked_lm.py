@@ -187,6 +187,7 @@ RECIPE = Recipe(
     card_kind=MASKED_LM,
     finetuner=MaskedLMFinetuner,
 )
+build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args
 run_recipe = with_processor_option(RECIPE, "tokenizer_name")
 

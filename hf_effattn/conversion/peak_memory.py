@@ -7,7 +7,7 @@
   to ``/proc/self/clear_refs``): all the memory the process touched, Python, libraries and models included.
   Where it cannot be reset, the peak since the process started (``ru_maxrss``), and the method says so.
 
-Either way the device's (or the process's) peak counter is reset when the block starts.
+Either way the device's (or the process's) peak counter is reset when the block starts::
 
     with peak_memory(torch.device("cpu")) as peak:
         work()

@@ -109,6 +109,14 @@ class DBAAttention(EfficientAttention):
         weights = masked_softmax(torch.matmul(z, x.transpose(-1, -2)) * self.head_dim**-0.5, keep, dim=-1)
         return torch.matmul(weights, x)
 
+    def hidden_compression_matrix(self) -> torch.Tensor:
+        """``R`` as one block-diagonal ``[C, d_in]`` matrix, head ``i``'s ``[d, d_in_h]`` map in block ``i``.
+
+        Applied to the merged heads (``[B, d_p, C] @ [C, d_in]``), ``R`` is a plain matrix product: the per-head form
+        ``[B, h, d_p, d] @ [h, d, d_in_h]`` broadcasts the parameter over the batch, which ``torch.export`` traced
+        at batch 1 fixes to batch 1 (its reshape of the broadcast parameter guards on the batch size)."""
+        return torch.block_diag(*self.hidden_compression)
+
     def reconstruction(self, layer: nn.Linear, hidden_states: torch.Tensor) -> torch.Tensor:
         """Logits of ``W'`` from the layer input, ``[B, h, N, d_p]``."""
         return self.split_heads(layer(hidden_states))
@@ -118,10 +126,11 @@ class DBAAttention(EfficientAttention):
         query, key, value = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
         z = self.split_heads(self.compression_input_of(state, batch))
         keep = None if padding_mask is None else padding_mask[:, None, None, :]
-        compressed_query = self.compress(z, query, keep)  # Q_l
-        compressed_key = self.compress(z, key, keep)  # K_l
-        query_dba = torch.matmul(compressed_query, self.hidden_compression)
-        key_dba = torch.matmul(compressed_key, self.hidden_compression)
+        compressed_query = self.merge_heads(self.compress(z, query, keep))  # Q_l, heads merged: [B, d_p, C]
+        compressed_key = self.merge_heads(self.compress(z, key, keep))  # K_l, [B, d_p, C]
+        hidden_compression = self.hidden_compression_matrix()
+        query_dba = self.split_heads(torch.matmul(compressed_query, hidden_compression))  # [B, h, d_p, d_in_h]
+        key_dba = self.split_heads(torch.matmul(compressed_key, hidden_compression))
         core = torch.softmax(
             torch.matmul(query_dba, key_dba.transpose(-1, -2)) * self.compressed_head_dim**-0.5, dim=-1
         )  # P'_phi, [B, h, d_p, d_p]
@@ -131,6 +140,4 @@ class DBAAttention(EfficientAttention):
         value_dba = torch.matmul(columns, value)
         context = torch.matmul(rows, torch.matmul(self.dropout(core), value_dba))
         attentions = rows @ core @ columns if output_attentions else None
-        return AttentionOutput(
-            self.merge_heads(context), state=self.merge_heads(compressed_query), attentions=attentions
-        )
+        return AttentionOutput(self.merge_heads(context), state=compressed_query, attentions=attentions)

@@ -1,11 +1,14 @@
 """Run anywhere: every mechanism's model exports to ONNX (``torch.onnx.export``, run with onnxruntime) and compiles
 with ``torch.compile(fullgraph=True)``, and both give eager's results.
 
-The ONNX graph is traced on an unpadded batch (what ``tokenizer("hello")`` gives) and run on padded batches of
-other sizes and lengths: a forward that branched on the mask's values would have traced the unpadded kernel and
-dropped the mask. ``torch.compile`` runs with the ``aot_eager`` backend: it traces the same full graph (any
-data-dependent branch or graph break fails ``fullgraph=True``) and the joint forward/backward graph, without
-Inductor's C++ code generation, which takes about a minute per model on this machine."""
+Each ONNX graph is traced on one unpadded example, a single sequence of one length (what ``tokenizer("hello")``
+gives) or a single image, and run on other batch sizes and lengths, padded where the graph takes a mask: nothing of
+the example may be baked into the graph, neither its batch size or length (a Python int taken from a shape, a
+size-dependent constant; batch 1 is where ``torch.export`` is most tempted to specialise) nor the absence of pads (a
+forward that branched on the mask's values would have traced the unpadded kernel and dropped the mask).
+``torch.compile`` runs with the ``aot_eager`` backend: it traces the same full graph (any data-dependent branch or
+graph break fails ``fullgraph=True``) and the joint forward/backward graph, without Inductor's C++ code generation,
+which takes about a minute per model on this machine."""
 
 from __future__ import annotations
 
@@ -22,17 +25,19 @@ DYNAMIC = torch.export.Dim.DYNAMIC
 # torch.export's own deprecation notice about its tree specs (raised inside the exporter, once per export).
 pytestmark = pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning")
 
+TRACED = dict(batch=1, length=7, seed=3)  # the one example every text graph is traced on
+RUNS = [dict(batch=1, length=12, seed=0), dict(batch=3, length=9, seed=1), dict(batch=4, length=14, seed=2)]
+
 
 class LogitsOf(torch.nn.Module):
-    """A model's ``logits`` from positional tensors (what an exported graph takes and returns)."""
+    """A model's ``logits`` from positional tensors named ``names`` (what an exported graph takes and returns)."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, names: list[str]):
         super().__init__()
-        self.model = model
+        self.model, self.names = model, names
 
     def forward(self, *tensors: torch.Tensor) -> torch.Tensor:
-        names = ("pixel_values",) if len(tensors) == 1 else ("input_ids", "attention_mask")
-        return self.model(**dict(zip(names, tensors))).logits
+        return self.model(**dict(zip(self.names, tensors))).logits
 
 
 def text_model(name: str) -> torch.nn.Module:
@@ -40,43 +45,47 @@ def text_model(name: str) -> torch.nn.Module:
     return hf_effattn.EffAttnRobertaForSequenceClassification(text_config(name, num_labels=2)).eval()
 
 
-def run_onnx(path, names: list[str], inputs: dict[str, torch.Tensor]):
-    """The exported graph's logits ``[B, num_labels]`` on ``inputs``."""
-    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    return torch.from_numpy(session.run(None, {name: inputs[name].numpy() for name in names})[0])
-
-
-def export(model: torch.nn.Module, example: dict[str, torch.Tensor], path) -> list[str]:
-    """Export ``model`` traced on ``example``, every axis but the feature axes dynamic; returns the input names."""
+def export(model: torch.nn.Module, example: dict[str, torch.Tensor], path) -> None:
+    """Export ``model`` traced on ``example``, every axis but the feature axes dynamic."""
     names = list(example)
     shapes = tuple({0: DYNAMIC} if name == "pixel_values" else {0: DYNAMIC, 1: DYNAMIC} for name in names)
-    torch.onnx.export(LogitsOf(model).eval(), tuple(example.values()), str(path), input_names=names,
+    torch.onnx.export(LogitsOf(model, names).eval(), tuple(example.values()), str(path), input_names=names,
                       output_names=["logits"], dynamic_shapes=(shapes,), dynamo=True, verbose=False)
-    return names
 
 
-@pytest.mark.parametrize("name", MECHANISMS)
-def test_onnx_traced_unpadded_equals_eager_on_padded_batches(name, tmp_path):
-    model = text_model(name)
-    unpadded = text_inputs(batch=2, length=5, seed=3)
-    unpadded["attention_mask"] = torch.ones_like(unpadded["attention_mask"])
-    names = export(model, unpadded, tmp_path / "model.onnx")
-    for batch, length, seed in [(3, 9, 0), (4, 14, 1)]:
-        inputs = text_inputs(batch=batch, length=length, seed=seed)
+def assert_onnx_equals_eager(path, model: torch.nn.Module, runs: list[dict[str, torch.Tensor]]) -> None:
+    """On each of ``runs`` (inputs by name), the exported graph's logits ``[B, num_labels]`` are the eager model's."""
+    session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    for inputs in runs:
+        logits = torch.from_numpy(session.run(None, {name: tensor.numpy() for name, tensor in inputs.items()})[0])
         with torch.no_grad():
             expected = model(**inputs).logits
-        torch.testing.assert_close(run_onnx(tmp_path / "model.onnx", names, inputs), expected, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.parametrize("name", MECHANISMS)
-def test_onnx_vision_equals_eager_on_other_batch_sizes(name, tmp_path):
+def test_onnx_traced_on_one_unpadded_sequence_equals_eager_on_padded_batches(name, tmp_path):
+    model = text_model(name)
+    export(model, text_inputs(**TRACED), tmp_path / "model.onnx")  # one sequence: no pads, its mask all ones
+    assert_onnx_equals_eager(tmp_path / "model.onnx", model, [text_inputs(**run) for run in RUNS])  # 3+: padded
+
+
+def test_onnx_psf_traced_without_mask_equals_eager_on_other_shapes(tmp_path):
+    """Without an ``attention_mask`` input PSF runs its own kernel, cyclic shifts over the whole length (every other
+    mechanism only leaves the mask out, and the vision test traces each one's mask-less forward, at one length)."""
+    model = text_model("psf")
+    export(model, {"input_ids": text_inputs(**TRACED)["input_ids"]}, tmp_path / "model.onnx")
+    runs = [{"input_ids": text_inputs(**run)["input_ids"].clamp(min=3)} for run in RUNS]  # no pad tokens
+    assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)
+
+
+@pytest.mark.parametrize("name", MECHANISMS)
+def test_onnx_vision_traced_on_one_image_equals_eager_on_other_batch_sizes(name, tmp_path):
     torch.manual_seed(0)
     model = hf_effattn.EffAttnViTForImageClassification(vision_config(name, num_labels=3)).eval()
-    names = export(model, {"pixel_values": pixel_values(batch=2)}, tmp_path / "model.onnx")
-    inputs = {"pixel_values": pixel_values(batch=5, seed=1)}
-    with torch.no_grad():
-        expected = model(**inputs).logits
-    torch.testing.assert_close(run_onnx(tmp_path / "model.onnx", names, inputs), expected, atol=1e-5, rtol=1e-4)
+    export(model, {"pixel_values": pixel_values(batch=1)}, tmp_path / "model.onnx")
+    runs = [{"pixel_values": pixel_values(batch=batch, seed=1)} for batch in (2, 5)]
+    assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)
 
 
 def loss_and_gradients(model: torch.nn.Module, inputs: dict) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -53,6 +53,24 @@ def test_top_level_folders_refuse_a_second_import_under_another_name():
     assert "import hf_effattn.modeling instead" in result.stdout
 
 
+def venv_seeing_this_interpreter(folder: Path) -> str:
+    """A fresh virtual environment in ``folder`` whose Python sees the packages this one sees (torch, transformers),
+    behind its own site-packages, so that what is installed into it shadows them; returns that Python's path.
+
+    ``venv --system-site-packages`` would not do: run from a virtual environment, it gives the new one the base
+    Python's site-packages, not this environment's. So a ``.pth`` file adds every site folder on this Python's
+    ``sys.path`` (a venv's, a conda environment's, the system's, the user's, one chained in by a ``.pth``) with
+    ``site.addsitedir``, which also runs their own ``.pth`` files, as this Python did."""
+    subprocess.run([sys.executable, "-m", "venv", str(folder)], check=True, timeout=120)
+    python = str(folder / "bin" / "python")
+    own_site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+                              check=True, capture_output=True, text=True, timeout=60).stdout.strip()
+    seen = [path for path in sys.path if Path(path).name in ("site-packages", "dist-packages")]
+    lines = [f"import site; site.addsitedir({path!r})" for path in seen]
+    (Path(own_site) / "zz_running_python_site.pth").write_text("\n".join(lines) + "\n")
+    return python
+
+
 WHEEL_USER = """
     import json, sys
     from pathlib import Path
@@ -96,9 +114,7 @@ def test_wheel_install_works_from_outside_the_checkout(tmp_path):
     )
     assert build.returncode == 0, build.stderr[-3000:]
     (wheel,) = wheel_dir.glob("hf_effattn-*.whl")
-    # The venv sees this interpreter's torch and transformers; the wheel installed into it shadows the checkout.
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", str(venv)], check=True, timeout=120)
-    python = str(venv / "bin" / "python")
+    python = venv_seeing_this_interpreter(venv)
     install = subprocess.run([python, "-m", "pip", "install", "--quiet", "--no-deps", str(wheel)],
                              capture_output=True, text=True, timeout=300)
     assert install.returncode == 0, install.stderr[-3000:]

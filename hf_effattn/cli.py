@@ -18,7 +18,7 @@ from .command_line import user_errors_reported
 SUBCOMMANDS = {
     "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),
     "convert": ("hf_effattn.conversion.command", "Convert a RoBERTa/BERT/ViT checkpoint to an efficient-attention model."),
-    "bench": ("hf_effattn.benchmark", "Time and measure memory of the mechanisms against SDPA."),
+    "bench": ("hf_effattn.benchmark.command", "Time and measure memory of the mechanisms against SDPA."),
     "train-task": ("hf_effattn.synthetic_tasks", "Train on a synthetic long-range task (adding, ordering, ListOps)."),
     "demo": ("hf_effattn.demo", "Offline demo: fine-tune a small encoder, save it Hub-ready, reload it."),
 }

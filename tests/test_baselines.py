@@ -16,7 +16,8 @@ import transformers
 from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
 
 import hf_effattn
-from hf_effattn import benchmark, listing
+from hf_effattn import listing
+from hf_effattn.benchmark import command as bench_command
 from hf_effattn.modeling.attention_performer import orthogonal_gaussian_features
 from hf_effattn.synthetic_tasks import training
 from mechanism_helpers import build, mixed_batch, random_batch
@@ -198,7 +199,7 @@ def test_bench_measures_the_baselines(tmp_path):
     argv = ["--attentions", *BASELINE_PAPERS, "--parts", "attention", "--lengths", "8", "16", "--hidden_size", "16",
             "--num_heads", "2", "--repeats", "1", "--warmup", "0", "--device", "cpu", "--dtype", "float32",
             "--threads", "1", "--output_dir", str(tmp_path)]
-    assert cli(benchmark, argv) == 0
+    assert cli(bench_command, argv) == 0
     with open(tmp_path / "results.csv") as handle:
         rows = [row for row in csv.DictReader(handle) if row["mechanism"] in BASELINE_PAPERS]
     expected = {(name, length) for name in BASELINE_PAPERS for length in (8, 16)}

@@ -12,6 +12,11 @@ import torch
 from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
 
 from hf_effattn import benchmark, list_attentions
+from hf_effattn.benchmark import command, guard
+from hf_effattn.benchmark.measuring import CPU_MEMORY_METHOD, cpu_peak_bytes
+from hf_effattn.benchmark.rows import COLUMNS
+from hf_effattn.benchmark.settings import FLOOR, PARTS
+from hf_effattn.benchmark.summary import crossover_length, growth_exponent
 
 TINY = ["--lengths", "8", "16", "--hidden_size", "16", "--num_heads", "2", "--repeats", "1", "--warmup", "0",
         "--device", "cpu", "--dtype", "float32", "--threads", "1"]
@@ -19,30 +24,30 @@ TINY = ["--lengths", "8", "16", "--hidden_size", "16", "--num_heads", "2", "--re
 
 def bench(tmp_path, *extra: str) -> list[dict]:
     parser = argparse.ArgumentParser()
-    benchmark.add_arguments(parser)
-    assert benchmark.run(parser.parse_args(TINY + ["--output_dir", str(tmp_path), *extra])) == 0
+    command.add_arguments(parser)
+    assert command.run(parser.parse_args(TINY + ["--output_dir", str(tmp_path), *extra])) == 0
     with open(tmp_path / "results.csv") as handle:
         return list(csv.DictReader(handle))
 
 
 def test_bench_writes_csv_markdown_and_plot(tmp_path):
     rows = bench(tmp_path, "--attentions", "kerformer", "psf")
-    assert list(rows[0]) == benchmark.COLUMNS
+    assert list(rows[0]) == COLUMNS
     measured = {(row["mechanism"], row["part"], int(row["length"])) for row in rows}
-    assert measured == {(m, p, n) for m in ("kerformer", "psf", "sdpa", "floor") for p in benchmark.PARTS
+    assert measured == {(m, p, n) for m in ("kerformer", "psf", "sdpa", "floor") for p in PARTS
                         for n in (8, 16)}
     for row in rows:
         assert not row["note"]
         assert all(float(row[column]) > 0 for column in ("fwd_ms", "fwd_bwd_ms", "fwd_bwd_peak_mib"))
     markdown = (tmp_path / "results.md").read_text()
     assert "forward+backward time (ms)" in markdown and "| kerformer |" in markdown
-    assert benchmark.CPU_MEMORY_METHOD in markdown and "beats sdpa from N" in markdown
+    assert CPU_MEMORY_METHOD in markdown and "beats sdpa from N" in markdown
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_floor_is_local_to_the_benchmark(tmp_path):
     bench(tmp_path, "--attentions", "sdpa", "--parts", "layer")
-    assert benchmark.FLOOR not in list_attentions()
+    assert FLOOR not in list_attentions()
 
 
 def test_too_slow_lengths_are_skipped_with_a_note(tmp_path):
@@ -60,7 +65,7 @@ def test_cpu_peak_counts_a_known_allocation():
     def allocate():
         torch.empty(size, dtype=torch.uint8).fill_(1)
 
-    assert size <= benchmark.cpu_peak_bytes(allocate) < size + 2**20
+    assert size <= cpu_peak_bytes(allocate) < size + 2**20
 
 
 def test_cpu_peak_is_the_peak_not_the_total():
@@ -75,19 +80,19 @@ def test_cpu_peak_is_the_peak_not_the_total():
         first = torch.ones(size, dtype=torch.uint8)
         return first, torch.ones(size, dtype=torch.uint8)
 
-    assert size <= benchmark.cpu_peak_bytes(one_after_the_other) < 1.5 * size
-    assert 2 * size <= benchmark.cpu_peak_bytes(together) < 2.5 * size
+    assert size <= cpu_peak_bytes(one_after_the_other) < 1.5 * size
+    assert 2 * size <= cpu_peak_bytes(together) < 2.5 * size
 
 
 def test_growth_exponent_and_crossover():
     quadratic = {n: 1e-6 * n**2 for n in (256, 512, 1024, 2048)}
     linear = {n: 1e-3 * n for n in (256, 512, 1024, 2048)}
-    assert benchmark.growth_exponent(quadratic, 3) == pytest.approx(2.0)
-    assert benchmark.growth_exponent(linear, 3) == pytest.approx(1.0)
-    assert benchmark.crossover_length(linear, quadratic, list(linear)) == 1024  # 1.024 < 1.05; 0.512 > 0.26
-    assert benchmark.crossover_length(quadratic, linear, list(linear)) is None
+    assert growth_exponent(quadratic, 3) == pytest.approx(2.0)
+    assert growth_exponent(linear, 3) == pytest.approx(1.0)
+    assert crossover_length(linear, quadratic, list(linear)) == 1024  # 1.024 < 1.05; 0.512 > 0.26
+    assert crossover_length(quadratic, linear, list(linear)) is None
     del quadratic[2048]  # a baseline skipped as infeasible counts as beaten
-    assert benchmark.crossover_length(linear, quadratic, list(linear)) == 1024
+    assert crossover_length(linear, quadratic, list(linear)) == 1024
 
 
 TINY_SETTINGS = dict(lengths=[8], hidden_size=16, num_heads=2, repeats=1, warmup=0, device="cpu", threads=1)
@@ -113,22 +118,22 @@ def test_python_api_rejects_unknown_settings_and_attentions():
 
 
 def test_profiler_console_lines_are_silenced(capfd):
-    assert benchmark.cpu_peak_bytes(lambda: torch.ones(1024).add_(1)) > 0
+    assert cpu_peak_bytes(lambda: torch.ones(1024).add_(1)) > 0
     out, err = capfd.readouterr()
     assert "USDT" not in out + err and "profiler_start" not in out + err
 
 
 def guarded_measure(monkeypatch, longest: int) -> list[int]:
-    """Record the lengths ``benchmark.build_subject`` builds (every measurement starts there); fail the test
+    """Record the lengths ``guard.build_subject`` builds (every measurement starts there); fail the test
     (without allocating) above ``longest``."""
-    measured, build_subject = [], benchmark.build_subject
+    measured, build_subject = [], guard.build_subject
 
     def record(mechanism, part, length, args):
         assert length <= longest, f"N={length} was run unguarded"
         measured.append(length)
         return build_subject(mechanism, part, length, args)
 
-    monkeypatch.setattr(benchmark, "build_subject", record)
+    monkeypatch.setattr(guard, "build_subject", record)
     return measured
 
 
@@ -171,11 +176,11 @@ def test_settings_that_cannot_run_are_refused_up_front(monkeypatch, setting, mes
 def test_the_command_refuses_bad_settings_in_one_line_and_fails_when_nothing_was_measured(tmp_path, capsys):
     from hf_effattn import cli
 
-    command = ["bench", *TINY, "--attentions", "kerformer", "--parts", "attention", "--output_dir", str(tmp_path)]
+    argv = ["bench", *TINY, "--attentions", "kerformer", "--parts", "attention", "--output_dir", str(tmp_path)]
     with pytest.raises(SystemExit) as exit:
-        cli.main([*command, "--repeats", "0"])
+        cli.main([*argv, "--repeats", "0"])
     assert exit.value.code == 2
     assert capsys.readouterr().err == "hf-effattn bench: error: repeats=0: it must be at least 1 (--repeats).\n"
-    assert cli.main([*command, "--memory_limit_gb", "1e-9"]) == 1  # every length refused: exits non-zero
+    assert cli.main([*argv, "--memory_limit_gb", "1e-9"]) == 1  # every length refused: exits non-zero
     assert "nothing was measured" in capsys.readouterr().err
     assert not (tmp_path / "results.csv").exists()

@@ -15,7 +15,14 @@ from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixtu
 from torch import nn
 
 from hf_effattn import benchmark
-from hf_effattn.benchmark_peers import PEERS
+from hf_effattn.benchmark import command
+from hf_effattn.benchmark.measuring import measure_round_robin
+from hf_effattn.benchmark.peers import PEERS
+from hf_effattn.benchmark.rows import Infeasible
+from hf_effattn.benchmark.runner import selected_mechanisms
+from hf_effattn.benchmark.subjects import Subject, build_subject
+from hf_effattn.benchmark.summary import fastest_peer, summarise
+from hf_effattn.benchmark.tables import MARK_CAPTION
 
 TINY = ["--hidden_size", "16", "--num_heads", "2", "--intermediate_size", "32", "--repeats", "1", "--warmup", "0",
         "--device", "cpu", "--threads", "1"]
@@ -24,7 +31,7 @@ LABELS = [peer.label for peer in PEERS.values()]
 
 def parse(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    benchmark.add_arguments(parser)
+    command.add_arguments(parser)
     return parser.parse_args([*TINY, *argv])
 
 
@@ -33,7 +40,7 @@ def test_peer_rows_are_written_beside_ours_with_their_notes(tmp_path):
     (N = 64), BigBird falls back to full attention, Longformer pads to its window of 512: all are said."""
     args = parse("--attentions", "kerformer", "--parts", "encoder", "--lengths", "8", "64", "--peers",
                  "--output_dir", str(tmp_path))
-    assert benchmark.run(args) == 0
+    assert command.run(args) == 0
     with open(tmp_path / "results.csv") as handle:
         rows = {(row["mechanism"], int(row["length"])): row for row in csv.DictReader(handle)}
     assert set(rows) == {(name, n) for name in ["kerformer", "sdpa", "floor", *LABELS] for n in (8, 64)}
@@ -52,7 +59,7 @@ def test_peer_rows_are_written_beside_ours_with_their_notes(tmp_path):
                                                      "attention_window=512)"
     markdown = (tmp_path / "results.md").read_text()
     assert "## Whole encoder (2 layers and the embeddings, no pooler)" in markdown
-    assert "| peer:nystromformer | cannot run |" in markdown and benchmark.MARK_CAPTION in markdown
+    assert "| peer:nystromformer | cannot run |" in markdown and MARK_CAPTION in markdown
     assert "`peer:bigbird` = Transformers' BigBirdModel (block_sparse, block_size=64, num_random_blocks=3)" in markdown
     assert "speed-up over peer:roberta-sdpa" in markdown and "beats every peer from N" in markdown
     assert "- encoder peer:bigbird N=8: ran full attention" in markdown
@@ -65,7 +72,7 @@ def test_peer_is_the_named_class_with_our_width_depth_and_inputs(key):
     all-ones mask as our encoder, and runs its own mechanism (no note)."""
     peer = PEERS[key]
     args = parse("--num_layers", "3")
-    subjects = {name: benchmark.build_subject(name, "encoder", 1024, args) for name in ("psf", peer.label)}
+    subjects = {name: build_subject(name, "encoder", 1024, args) for name in ("psf", peer.label)}
     model = subjects[peer.label].module
     assert type(model) is getattr(transformers, peer.class_name)
     config = model.config
@@ -89,8 +96,8 @@ def test_peer_is_the_named_class_with_our_width_depth_and_inputs(key):
 
 def test_peers_only_in_the_encoder_part_and_bad_peer_settings():
     settings = benchmark.BenchmarkSettings(attentions=["psf"], peers=["bigbird"])
-    assert benchmark.selected_mechanisms(settings, "encoder") == ["psf", "sdpa", "floor", "peer:bigbird"]
-    assert benchmark.selected_mechanisms(settings, "layer") == ["psf", "sdpa", "floor"]
+    assert selected_mechanisms(settings, "encoder") == ["psf", "sdpa", "floor", "peer:bigbird"]
+    assert selected_mechanisms(settings, "layer") == ["psf", "sdpa", "floor"]
     with pytest.raises(ValueError, match="peers are whole encoders, add 'encoder' to the parts"):
         benchmark.run_benchmark(peers=True, parts=["layer"], lengths=[8])
     with pytest.raises(ValueError, match="Unknown peer.*bigbrid"):
@@ -100,7 +107,7 @@ def test_peers_only_in_the_encoder_part_and_bad_peer_settings():
     assert error.value.code == 2
 
 
-def recording_subject(name: str, order: list[str], fail: bool = False) -> benchmark.Subject:
+def recording_subject(name: str, order: list[str], fail: bool = False) -> Subject:
     module = nn.Linear(2, 2)
 
     def call():
@@ -109,17 +116,17 @@ def recording_subject(name: str, order: list[str], fail: bool = False) -> benchm
             raise RuntimeError("boom")
         return SimpleNamespace(last_hidden_state=module(torch.ones(1, 2)))
 
-    return benchmark.Subject(module, call)
+    return Subject(module, call)
 
 
 def test_subjects_take_turns_and_a_failing_one_leaves_them():
     order: list[str] = []
     subjects = {name: recording_subject(name, order, fail=name == "c") for name in "abc"}
     args = SimpleNamespace(device="cpu", warmup=1, repeats=2)
-    results = benchmark.measure_round_robin(subjects, args)
+    results = measure_round_robin(subjects, args)
     # Per mode: warm-up and repeats in turns, then one profiled call each for the peak; "c" fails on its first.
     assert order == list("abc") + list("ab") * 2 + list("ab") + list("ab") * 3 + list("ab")
-    assert isinstance(results["c"], benchmark.Infeasible) and str(results["c"]) == "failed: boom"
+    assert isinstance(results["c"], Infeasible) and str(results["c"]) == "failed: boom"
     assert set(results["a"]) == {"fwd_ms", "fwd_bwd_ms", "fwd_peak_mib", "fwd_bwd_peak_mib"}
 
 
@@ -136,8 +143,8 @@ def test_ours_beat_every_peer_from_the_length_where_they_beat_the_fastest():
     rows += [row("peer:nystromformer", n, None, "cannot run: ...") for n in (256, 512, 1024)]
     rows += [row("sdpa", n, 1.0) for n in (256, 512, 1024)]
     settings = benchmark.BenchmarkSettings(lengths=[256, 512, 1024], parts=["encoder"], peers=True)
-    summaries = {summary.mechanism: summary for summary in benchmark.summarise(rows, settings)}
-    assert benchmark.fastest_peer(rows, "encoder") == {256: 5, 512: 12, 1024: 30}
+    summaries = {summary.mechanism: summary for summary in summarise(rows, settings)}
+    assert fastest_peer(rows, "encoder") == {256: 5, 512: 12, 1024: 30}
     assert summaries["kerformer"].beats_peers_from == 1024 and summaries["kerformer"].compares_to_peers
     assert "beats every peer from: N=1024" in summaries["kerformer"].describe()
     assert not summaries["sdpa"].compares_to_peers and not summaries["peer:bigbird"].compares_to_peers

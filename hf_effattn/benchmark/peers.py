@@ -149,7 +149,6 @@ def build_longformer(args, length: int) -> nn.Module:
 def longformer_runs_otherwise(model: nn.Module, length: int) -> str:
     return padding_note(length, model.config.attention_window[0], "attention_window")
 
-
 PEERS = {peer.key: peer for peer in (
     Peer("roberta-sdpa", "RobertaModel", 'attn_implementation="sdpa"', roberta("sdpa")),
     Peer("roberta-eager", "RobertaModel", 'attn_implementation="eager"', roberta("eager")),

@@ -1,0 +1,81 @@
+"""The run: :func:`run_benchmark` measures every selected mechanism (and peer), part and length, the mechanisms of a
+length in turns, each length guarded by the shorter ones, and returns the rows."""
+
+from __future__ import annotations
+
+import torch
+
+from ..modeling.attentions import list_attentions
+from .guard import default_memory_limit_mib, guarded_subject, probe_rows
+from .machine import load_average, machine_description
+from .measuring import infeasible, measure_round_robin, memory_method
+from .peers import CANNOT_RUN, selected_peers
+from .rows import Infeasible, Row, empty_row, format_row
+from .settings import BASELINE, FLOOR, BenchmarkSettings
+
+
+def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
+    """The requested mechanisms (default all registered), with ``sdpa`` and the floor added for comparison, and in
+    part ``encoder`` the requested peers (``peer:<key>``)."""
+    peers = [peer.label for peer in selected_peers(settings.peers)] if part == "encoder" else []
+    return list(dict.fromkeys((settings.attentions or list_attentions()) + [BASELINE, FLOOR] + peers))
+
+
+def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:
+    """Rows of ``mechanisms`` in one part over ``args.lengths`` (ascending), all mechanisms of a length timed
+    round-robin (:func:`measure_round_robin`); after a mechanism's first infeasible length its longer ones are
+    skipped too. A peer's row that ran something else than its mechanism (full attention, padding) has times and a
+    note that says so. Returned mechanism by mechanism, each by length."""
+    measured: dict[str, list[Row]] = {mechanism: [] for mechanism in mechanisms}
+    guides: dict[str, list[Row]] = {}  # the rows each guard extrapolates from: the probes, then the measured rows
+    stop_notes: dict[str, str] = {}
+    for length in sorted(args.lengths):
+        rows, subjects = {}, {}
+        for mechanism in mechanisms:
+            rows[mechanism] = empty_row(mechanism, part, length, args)
+            try:
+                if mechanism in stop_notes:
+                    raise Infeasible(stop_notes[mechanism])
+                guides[mechanism] = guides.get(mechanism) or probe_rows(mechanism, part, length, args,
+                                                                        memory_limit_mib)
+                subjects[mechanism] = guarded_subject(mechanism, part, length, args, guides[mechanism],
+                                                      memory_limit_mib)
+            except Infeasible as reason:
+                rows[mechanism].note = str(reason)
+            except (RuntimeError, ValueError) as error:
+                rows[mechanism].note = str(infeasible(error))
+        for mechanism, result in measure_round_robin(subjects, args).items():
+            if isinstance(result, Infeasible):
+                rows[mechanism].note = str(result)
+                continue
+            for key, value in result.items():
+                setattr(rows[mechanism], key, round(value, 3))
+            guides[mechanism].append(rows[mechanism])
+            subject = subjects[mechanism]
+            rows[mechanism].note = subject.peer.runs_otherwise(subject.module, length) if subject.peer else ""
+        subjects.clear()
+        for mechanism, row in rows.items():
+            if row.fwd_bwd_ms is None and mechanism not in stop_notes and not row.note.startswith(CANNOT_RUN):
+                stop_notes[mechanism] = f"skipped: longer than N={length}, which was not measured ({row.note})"
+            printer(format_row(row), flush=True)
+            measured[mechanism].append(row)
+    return [row for mechanism in mechanisms for row in measured[mechanism]]
+
+
+def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
+    """Measure every selected mechanism (and peer), part and length; returns the rows (``Row``: times in ms, peaks
+    in MiB, None with a ``note`` where a length was skipped), part by part, each mechanism by mechanism.
+
+    ``settings`` are the fields of :class:`BenchmarkSettings` (an unknown name is a ``TypeError``), e.g.
+    ``run_benchmark(attentions=["psf"], lengths=[512, 1024], parts=["attention"], threads=1)``."""
+    settings = BenchmarkSettings(**settings)
+    settings.check()
+    if settings.threads:
+        torch.set_num_threads(settings.threads)
+    device = torch.device(settings.device)
+    memory_limit_mib = 1024 * settings.memory_limit_gb if settings.memory_limit_gb else default_memory_limit_mib(device)
+    printer = print if verbose else (lambda *args, **kwargs: None)
+    printer(f"Machine: {machine_description(device)}, {load_average()}\nPeak memory: {memory_method(device)}",
+            flush=True)
+    return [row for part in settings.parts
+            for row in bench_part(selected_mechanisms(settings, part), part, settings, memory_limit_mib, printer)]

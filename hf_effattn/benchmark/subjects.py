@@ -1,0 +1,138 @@
+"""What is timed: the module of a mechanism and part (the mechanism alone, one encoder layer, a whole encoder, a
+peer's model, or the floor: the layer without token mixing) on fixed random inputs, and the step that runs it
+forward only or forward and backward."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+from torch import nn
+
+from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention
+from .peers import Peer, peer_of
+from .rows import Infeasible
+from .settings import BASELINE, DTYPES, FLOOR
+
+
+class FloorAttention(EfficientAttention):
+    """No token mixing: ``context = V = value(X)``, ``[B, N, C] -> [B, N, C]``. Deliberately not registered."""
+
+    name = FLOOR
+    uses_query_key = False
+
+    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        return AttentionOutput(self.value(hidden_states))
+
+
+def layer_config(mechanism: str, args, length: int, num_layers: int = 1):
+    """An ``EffAttnRobertaConfig`` of ``num_layers`` layers running ``mechanism`` (the floor starts from ``sdpa``),
+    dropout off."""
+    from ..modeling.configuration_effattn import EffAttnRobertaConfig
+
+    return EffAttnRobertaConfig(
+        hidden_size=args.hidden_size,
+        num_attention_heads=args.num_heads,
+        intermediate_size=args.intermediate_size or 4 * args.hidden_size,
+        num_hidden_layers=num_layers,
+        attention_type=BASELINE if mechanism == FLOOR else mechanism,
+        max_position_embeddings=args.max_length or length,
+        roberta_positions=False,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+
+
+def floor_attention(args) -> FloorAttention:
+    return FloorAttention(args.hidden_size, args.num_heads, AttentionSettings())
+
+
+def build_module(mechanism: str, part: str, args, length: int) -> nn.Module:
+    """The measured module on ``args.device`` in ``args.dtype``: a mechanism, an ``EffAttnRobertaLayer``, or a whole
+    ``EffAttnRobertaModel`` of ``args.num_layers`` layers (part ``encoder``, no pooler); a peer's model for
+    ``peer:<key>``."""
+    from ..modeling.encoder import EffAttnRobertaLayer
+    from ..modeling.modeling_effattn_roberta import EffAttnRobertaModel
+
+    torch.manual_seed(args.seed)
+    peer = peer_of(mechanism)
+    if peer:
+        module = peer.build(args, length)
+    elif part == "encoder":
+        module = EffAttnRobertaModel(layer_config(mechanism, args, length, args.num_layers), add_pooling_layer=False)
+        if mechanism == FLOOR:
+            for layer in module.encoder.layer:
+                layer.attention.self = floor_attention(args)
+    else:
+        layer = EffAttnRobertaLayer(layer_config(mechanism, args, length), layer_idx=0)
+        if mechanism == FLOOR:
+            layer.attention.self = floor_attention(args)
+        module = layer if part == "layer" else layer.attention.self
+    return module.to(device=args.device, dtype=DTYPES[args.dtype])
+
+
+@dataclass
+class Subject:
+    """What is timed at one length: ``module``, the call that runs it on fixed inputs, the input tensor whose
+    gradient a backward fills (None for token ids), and the peer whose model it is (None for ours)."""
+
+    module: nn.Module
+    call: Callable[[], object]
+    leaf: torch.Tensor | None = None
+    peer: Peer | None = None
+
+
+def build_subject(mechanism: str, part: str, length: int, args) -> Subject:
+    """The module of ``mechanism`` and ``part`` on random inputs: hidden states ``[B, N, C]`` for a mechanism or a
+    layer; for an encoder, token ids ``[B, N]`` (none of the special ids 0-2) and an all-ones attention mask, as a
+    tokenizer returns for unpadded text (the same for every encoder, ours and the peers')."""
+    peer = peer_of(mechanism)
+    if peer and peer.cannot_run(length):
+        raise Infeasible(peer.cannot_run(length))
+    module = build_module(mechanism, part, args, length)
+    generator = torch.Generator().manual_seed(args.seed)
+    if part == "encoder":
+        input_ids = torch.randint(3, module.config.vocab_size, (args.batch_size, length), generator=generator)
+        input_ids = input_ids.to(args.device)
+        attention_mask = torch.ones_like(input_ids)
+        return Subject(module, lambda: module(input_ids=input_ids, attention_mask=attention_mask), peer=peer)
+    inputs = torch.randn(args.batch_size, length, args.hidden_size, generator=generator)
+    inputs = inputs.to(device=args.device, dtype=DTYPES[args.dtype]).requires_grad_(True)  # as inside a stack
+    return Subject(module, lambda: module(inputs, None, None, False), leaf=inputs)
+
+
+def output_loss(output) -> torch.Tensor:
+    """Mean of the output (``AttentionOutput.context``, a layer's ``hidden_states`` or a model's
+    ``last_hidden_state``) plus its auxiliary loss, if any."""
+    if isinstance(output, AttentionOutput):
+        tensor = output.context
+    elif getattr(output, "last_hidden_state", None) is not None:  # a model's output
+        tensor = output.last_hidden_state
+    else:  # a layer's LayerOutput
+        tensor = output.hidden_states
+    loss = tensor.float().mean()
+    aux_loss = getattr(output, "aux_loss", None)
+    return loss if aux_loss is None else loss + aux_loss
+
+
+def make_step(subject: Subject, mode: str) -> Callable[[], None]:
+    """One call of the subject's module: forward only (eval mode, no autograd), or forward and backward."""
+    module = subject.module
+    if mode == "fwd":
+        module.eval()
+
+        def step():
+            with torch.no_grad():
+                subject.call()
+
+        return step
+    module.train()
+
+    def step():
+        output_loss(subject.call()).backward()
+        module.zero_grad(set_to_none=True)  # free the gradients inside the call, so that every call starts equal
+        if subject.leaf is not None:
+            subject.leaf.grad = None
+
+    return step

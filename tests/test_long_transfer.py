@@ -154,6 +154,14 @@ def test_a_transfer_length_above_the_models_is_refused_before_anything_runs(long
     assert "expected a positive integer or 'model', got 'longest'" in capsys.readouterr().err
 
 
+def test_a_max_length_below_the_checkpoints_is_named_before_the_transfer_length(long_source, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=rf"^max_length=100 is below the {LONG} of {long_source}: .*never cut"):
+        run_convert([long_source, "--attention_type", "kerformer", "--output_dir", str(out), "--max_length", "100",
+                     "--transfer_data", "unused.jsonl", "--transfer_max_length", "200"])
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("positions, requested, length", [
     (LONG + 2, None, 128), (20, None, 18), (LONG + 2, "model", LONG), (LONG + 2, LONG, LONG), (LONG + 2, 300, 300),
 ])

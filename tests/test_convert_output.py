@@ -58,6 +58,16 @@ def nothing_loads(monkeypatch):
     monkeypatch.setattr(conversion.PreTrainedConfig, "get_config_dict", load)
 
 
+def test_a_bad_or_missing_option_is_one_line_naming_help(tmp_path, capsys, nothing_loads):
+    out = str(tmp_path / "out")
+    assert refused(capsys, ["source", "--attention_type", "kerformer", "--max_length", "0", "--output_dir", out]) == (
+        "hf-effattn convert: error: argument --max_length: expected an integer >= 1, got '0' "
+        "(see hf-effattn convert --help)")
+    assert refused(capsys, ["source", "--output_dir", out]) == (
+        "hf-effattn convert: error: the following arguments are required: --attention_type "
+        "(see hf-effattn convert --help)")
+
+
 # -- the output folder ---------------------------------------------------------------------------------------------
 
 def test_the_checkpoints_own_folder_and_what_holds_it_are_refused_before_anything_loads(tmp_path, capsys,

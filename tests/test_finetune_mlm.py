@@ -361,6 +361,12 @@ def test_minilm_without_a_head_is_refused_in_one_line_then_trains_a_new_head_alo
                      "lm_head.layer_norm.weight): pass --new_mlm_head to initialise one (its decoder tied to the "
                      "word embeddings), best trained first alone with --train_head_only.")
     assert not (tmp_path / "refused" / "checkpoints").exists()
+    monkeypatch.setattr(sys, "argv", ["run_mlm.py", "--model_name_or_path", minilm_folder(), "--max_seq_length", "x"])
+    with pytest.raises(SystemExit) as exit_status:
+        run_script(script.main)
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err == ("run_mlm.py: error: argument --max_seq_length: expected an integer >= 1, got "
+                                       "'x' (see run_mlm.py --help)\n")
 
     outcome = load_script("run_mlm").main([
         "--model_name_or_path", minilm_folder(), "--new_mlm_head", "--train_head_only", *data,

@@ -13,7 +13,7 @@ import importlib
 import sys
 
 from . import __version__
-from .command_line import user_errors_reported
+from .command_line import OneLineParser, user_errors_reported
 
 SUBCOMMANDS = {
     "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),
@@ -25,7 +25,7 @@ SUBCOMMANDS = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="hf-effattn", description=__doc__.splitlines()[0])
+    parser = OneLineParser(prog="hf-effattn", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its message")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

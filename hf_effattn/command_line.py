@@ -1,5 +1,5 @@
 """What the command-line tools (``hf-effattn`` and the ``finetune/`` scripts) share: ``argparse`` types for
-counts, and the report of a user error as one line and exit status 2.
+counts, a parser whose option errors are one line, and the report of a user error as one line and exit status 2.
 
 A *user error* is an exception of a type in :data:`USER_ERRORS`: the ``ValueError`` / ``TypeError`` that
 the package (and Transformers, datasets, huggingface_hub) raise for bad input, and the ``OSError`` family
@@ -43,6 +43,14 @@ def user_errors_reported(prog: str | None = None, debug: bool = False):
             raise
         print(f"{prog or Path(sys.argv[0]).name}: error: {one_line(error)}", file=sys.stderr)
         raise SystemExit(USAGE_STATUS) from None
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ``argparse`` parser whose errors (a bad or missing option) are one line, as the user errors of
+    :func:`user_errors_reported` are, naming ``--help`` instead of printing the whole usage; exit status 2."""
+
+    def error(self, message: str):
+        self.exit(USAGE_STATUS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def run_script(main) -> None:

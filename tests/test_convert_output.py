@@ -58,6 +58,16 @@ def nothing_loads(monkeypatch):
     monkeypatch.setattr(conversion.PreTrainedConfig, "get_config_dict", load)
 
 
+def test_a_bad_or_missing_option_is_one_line_naming_help(tmp_path, capsys, nothing_loads):
+    out = str(tmp_path / "out")
+    assert refused(capsys, ["source", "--attention_type", "kerformer", "--max_length", "0", "--output_dir", out]) == (
+        "hf-effattn convert: error: argument --max_length: expected an integer >= 1, got '0' "
+        "(see hf-effattn convert --help)")
+    assert refused(capsys, ["source", "--output_dir", out]) == (
+        "hf-effattn convert: error: the following arguments are required: --attention_type "
+        "(see hf-effattn convert --help)")
+
+
 # -- the output folder ---------------------------------------------------------------------------------------------
 
 def test_the_checkpoints_own_folder_and_what_holds_it_are_refused_before_anything_loads(tmp_path, capsys,
@@ -190,6 +200,7 @@ def bad_transfer_data(folder: Path) -> dict[str, tuple[str, str, dict]]:
     (folder / "empty.csv").write_text("")
     (folder / "header.csv").write_text("text,label\n")
     (folder / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\x00\xff\xfe")
+    (folder / "nul.txt").write_bytes(b"w1 w2\x00\x00\x00w3\n\x00\x00\n")  # valid UTF-8, but binary
     (folder / "cut.jsonl").write_text('{"text": "a w1"}\n{"text": ')
     Dataset.from_dict({"body": ["w1 w2", "w3"]}).to_csv(str(folder / "body.csv"))
     images = folder / "images"
@@ -203,6 +214,8 @@ def bad_transfer_data(folder: Path) -> dict[str, tuple[str, str, dict]]:
         "header only": ("header.csv", "Cannot read the transfer data '{}' (ValueError: Instruction \"train\" "
                                       "corresponds to no data!): give a .txt file", text),
         "unreadable": ("binary.txt", "Cannot read the transfer data '{}' (UnicodeDecodeError", text),
+        "NUL bytes": ("nul.txt", "Cannot read the transfer data '{}' (ValueError: a NUL character at character 5: "
+                                 "it is not a text file): give a .txt file", text),
         "cut short": ("cut.jsonl", "Cannot read the transfer data '{}' (", text),
         "wrong column": ("body.csv", "has none of the usual columns of texts (text, sentence", text),
         "missing column": ("body.csv", "--transfer_column 'title' is not among the columns ['body']", {

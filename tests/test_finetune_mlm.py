@@ -7,6 +7,7 @@ models, data and lengths are refused before anything trains. Tiny RoBERTa (32 po
 """
 
 import json
+import logging
 import math
 import os
 import random
@@ -16,6 +17,7 @@ import textwrap
 
 import pytest
 import torch
+from transformers import AutoTokenizer
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from finetune_fixtures import (
     NUM_WORDS,
@@ -96,15 +98,18 @@ def assert_same_weights(folder_a, folder_b):
 
 
 def test_a_paused_run_resumed_with_loader_workers_ends_as_an_uninterrupted_one(finished_run, wikitext_mirror,
-                                                                                 tmp_path):
+                                                                                 tmp_path, caplog):
     reference_folder, reference = finished_run
     assert reference.finished and len(reference.state.history) == 2
     steps = reference.max_steps
     assert steps % 2 == 0 and steps > 4
     options = wikitext_options(wikitext_mirror)
     stop = steps // 2 + 1  # in the second epoch, at a step with no regular checkpoint
-    paused = run_mlm(tmp_path, options, stop_after_steps=stop)
+    with caplog.at_level(logging.INFO, logger="hf_effattn.finetuning.run"):
+        paused = run_mlm(tmp_path, options, stop_after_steps=stop)
     assert not paused.finished and latest_checkpoint(tmp_path).name == f"step_{stop}"
+    assert (f"Paused at step {stop} of {steps} (--stop_after_steps): continue with the same options and "
+            "--resume_from_checkpoint latest.") in caplog.messages
     assert not (tmp_path / "model.safetensors").exists()
     # Loader workers mask in other processes: the masks (and so the weights) must not change.
     resumed = run_mlm(tmp_path, options, resume_from_checkpoint="latest", dataloader_num_workers=2)
@@ -356,6 +361,12 @@ def test_minilm_without_a_head_is_refused_in_one_line_then_trains_a_new_head_alo
                      "lm_head.layer_norm.weight): pass --new_mlm_head to initialise one (its decoder tied to the "
                      "word embeddings), best trained first alone with --train_head_only.")
     assert not (tmp_path / "refused" / "checkpoints").exists()
+    monkeypatch.setattr(sys, "argv", ["run_mlm.py", "--model_name_or_path", minilm_folder(), "--max_seq_length", "x"])
+    with pytest.raises(SystemExit) as exit_status:
+        run_script(script.main)
+    assert exit_status.value.code == 2
+    assert capsys.readouterr().err == ("run_mlm.py: error: argument --max_seq_length: expected an integer >= 1, got "
+                                       "'x' (see run_mlm.py --help)\n")
 
     outcome = load_script("run_mlm").main([
         "--model_name_or_path", minilm_folder(), "--new_mlm_head", "--train_head_only", *data,
@@ -379,7 +390,19 @@ def test_max_length_extends_the_positions_of_the_checkpoint(tmp_path):
         *tiny_model(), "--max_length", "64", "--train_file", train, "--max_seq_length", "64",
         *training_options(tmp_path / "long", max_train_steps=2, per_device_train_batch_size=2)])
     assert outcome.finished
-    assert EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "long").config.attention_max_length >= 64
+    assert EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "long").config.attention_max_length == 64
+    # The saved tokenizer truncates to the 64 tokens the model now takes, not to the checkpoint's 32.
+    assert AutoTokenizer.from_pretrained(tiny_text_checkpoint(dropout=0.1)).model_max_length == 32
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "long")
+    assert tokenizer.model_max_length == 64
+    assert len(tokenizer(" ".join(["w1"] * 100), truncation=True).input_ids) == 64
+
+
+def test_a_max_length_below_the_checkpoints_is_refused_naming_max_seq_length(tmp_path):
+    message = refusal(tmp_path, [*tiny_model(), "--max_length", "16"], ["--train_file", "never-read.txt"])
+    assert message == (f"--max_length 16 is below the 32 tokens {tiny_text_checkpoint(dropout=0.1)} takes already: "
+                       "positions are extended, never cut. Drop --max_length; for shorter examples, use "
+                       "--max_seq_length 16.")
 
 
 def test_gradient_checkpointing_recomputes_without_changing_the_weights(tmp_path):

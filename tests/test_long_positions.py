@@ -159,6 +159,7 @@ def test_convert_extends_the_model_its_tokenizer_and_card(tmp_path, caplog):
     card = (tmp_path / "out" / "README.md").read_text()
     assert f"extended at conversion from the source checkpoint's `max_length` of 18 to {LONG}:" in card
     assert "`roberta.embeddings.position_embeddings.weight`, `roberta.encoder.layer.*.attention.self.se_expand" in card
+    assert "Inputs beyond the original size have not been trained on." in " ".join(card.split())
     model = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "out").eval()
     inputs = text_inputs(length=LONG)
     with torch.no_grad():

@@ -135,6 +135,20 @@ def test_convert_transfers_on_long_texts_up_to_the_models_length(long_source, tm
     assert f"The longest input was {LONG} tokens, and the transfer's peak memory" in card and RSS_METHOD in card
 
 
+def test_the_card_of_an_extended_model_names_the_long_transfer_as_what_trained_beyond_the_old_length(long_source,
+                                                                                                    tmp_path):
+    out = tmp_path / "out"
+    assert run_convert([long_source, "--attention_type", "kerformer", "--output_dir", str(out),
+                        "--max_length", str(2 * LONG), "--transfer_data", long_texts(tmp_path, count=1),
+                        "--transfer_max_length", "model", "--transfer_steps", "1", "--transfer_batch_size", "1"]) == 0
+    longest = TransferReport.from_dict(json.loads((out / REPORT_FILE).read_text())).longest_input
+    assert LONG < longest <= 2 * LONG
+    card = " ".join(ModelCard.load(out / "README.md").text.split())
+    assert (f"Beyond the original size, only the attention transfer below has trained on inputs (of up to {longest} "
+            "tokens); the rest of the model has not been trained on them.") in card
+    assert "Inputs beyond the original size have not been trained on" not in card
+
+
 def test_a_transfer_length_above_the_models_is_refused_before_anything_runs(long_source, tmp_path, capsys,
                                                                             monkeypatch):
     def no_teacher(*args, **kwargs):
@@ -152,6 +166,14 @@ def test_a_transfer_length_above_the_models_is_refused_before_anything_runs(long
         run_convert([long_source, "--attention_type", "kerformer", "--output_dir", str(out),
                      "--transfer_data", "unused.jsonl", "--transfer_max_length", "longest"])
     assert "expected a positive integer or 'model', got 'longest'" in capsys.readouterr().err
+
+
+def test_a_max_length_below_the_checkpoints_is_named_before_the_transfer_length(long_source, tmp_path):
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match=rf"^max_length=100 is below the {LONG} of {long_source}: .*never cut"):
+        run_convert([long_source, "--attention_type", "kerformer", "--output_dir", str(out), "--max_length", "100",
+                     "--transfer_data", "unused.jsonl", "--transfer_max_length", "200"])
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("positions, requested, length", [

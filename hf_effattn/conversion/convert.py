@@ -126,13 +126,16 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     loader = model_class(family, task)
     size = input_size_argument(loader.config_class.size_argument, family, max_length=max_length,
                                image_size=image_size)
+    saved = loader.config_from_checkpoint(source, None, None, {})[0]
+    if size:
+        saved.resized(saved.size_values(*size.values())).check_extends(saved, checkpoint)
     check_request(family, task, attention_type, attention_config, transfer, config_overrides)
     batches, transfer_arguments = None, {}
     if transfer:
         check_softmax(source.get("attention_type", "sdpa"), checkpoint)
         loader_arguments, transfer_arguments = split_transfer(transfer)
         if family == "text":
-            longest = max_length or loader.config_from_checkpoint(source, None, None, {})[0].attention_max_length
+            longest = max_length or saved.attention_max_length
             loader_arguments["max_length"] = transfer_length(loader_arguments.get("max_length"), longest)
         batches = transfer_batches(checkpoint, family, **loader_arguments)
     model, info = loader.from_pretrained(

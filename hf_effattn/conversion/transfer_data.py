@@ -58,7 +58,10 @@ def read_local(path: Path, split: str):
     from datasets import Dataset, load_dataset
 
     if path.is_file() and path.suffix.lower() == ".txt":
-        return Dataset.from_dict({"text": [line.strip() for line in path.read_text().splitlines() if line.strip()]})
+        text = path.read_text(encoding="utf-8")
+        if "\0" in text:  # valid UTF-8, but binary
+            raise ValueError(f"a NUL character at character {text.index(chr(0))}: it is not a text file")
+        return Dataset.from_dict({"text": [line.strip() for line in text.splitlines() if line.strip()]})
     if path.is_file():
         return load_dataset(FILE_BUILDERS[path.suffix.lower()], data_files=str(path), split="train")
     return load_dataset(str(path), split=split)

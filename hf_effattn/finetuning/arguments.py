@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..command_line import non_negative_int, positive_int
+from ..command_line import OneLineParser, non_negative_int, positive_int
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 
@@ -124,7 +124,7 @@ def add_hub_arguments(parser: argparse.ArgumentParser) -> None:
 
 def build_parser(description: str, add_data_arguments) -> argparse.ArgumentParser:
     """A script's parser: model, its data options (``add_data_arguments(parser)``), training and hub."""
-    parser = argparse.ArgumentParser(description=description)
+    parser = OneLineParser(description=description)
     add_model_arguments(parser)
     add_lora_arguments(parser)
     add_data_arguments(parser)

@@ -99,9 +99,19 @@ def check_sequence_length(args: argparse.Namespace, limit: int) -> None:
                      f"... --max_length {length}), or use --max_seq_length {limit} or less.")
 
 
+def check_extension(args: argparse.Namespace, limit: int) -> None:
+    """``--max_length`` extends the ``limit`` tokens the checkpoint takes, never cuts them."""
+    if args.max_length is None or args.max_length >= limit:
+        return
+    raise ValueError(f"--max_length {args.max_length} is below the {limit} tokens {args.model_name_or_path} takes "
+                     "already: positions are extended, never cut. Drop --max_length; for shorter examples, use "
+                     f"--max_seq_length {args.max_length}.")
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse, before any data is read, what the checkpoint cannot honour (see :func:`checkpoint_config`)."""
     config = checkpoint_config(args)
+    check_extension(args, config.attention_max_length)
     check_sequence_length(args, args.max_length or config.attention_max_length)
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..conversion import check_found
+from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
@@ -59,11 +60,22 @@ class Recipe:
             data = self.prepare_data(args, processor)
         model = self.load_model(args, data.labels)
         check_against_model(args, model.config)
+        fit_tokenizer(processor, model.config)
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
                                       accelerator.is_main_process, resuming=checkpoint is not None)
         model = add_lora(args, model)
         return finetune(args, accelerator, model, data, processor, self.card_kind, transfer, checkpoint,
                         self.finetuner)
+
+
+def fit_tokenizer(processor, config) -> None:
+    """A tokenizer that truncates below the longest input the model takes (its positions extended, e.g. by
+    ``run_mlm.py --max_length``) is sized to the model, as ``hf-effattn convert --max_length`` sizes it: the saved
+    folder's ``tokenizer(..., truncation=True)`` then gives what the model takes. Image processors are left as
+    they are."""
+    length = getattr(processor, "model_max_length", None)
+    if length is not None and length < config.attention_max_length:
+        size_tokenizer(processor, config)
 
 
 def attention_transfer(args, model, data, batch_size: int, device, main_process: bool,
@@ -117,6 +129,9 @@ def finetune(args, accelerator, model, data, processor, kind: CardKind, transfer
     outcome = finetuner.train(checkpoint)
     if outcome.finished:
         publish(args, accelerator, finetuner.model, processor, data, outcome, kind, transfer)
+    else:
+        logger.info(f"Paused at step {outcome.state.completed_steps} of {outcome.max_steps} (--stop_after_steps): "
+                    "continue with the same options and --resume_from_checkpoint latest.")
     if args.with_tracking:
         accelerator.end_training()
     return outcome

@@ -220,3 +220,6 @@ def test_real_minilm_converted_with_more_positions_matches_transformers(tmp_path
     assert saved_tokenizer.model_max_length == 1024 and (tmp_path / "1_Pooling" / "config.json").is_file()
     long = saved_tokenizer(" ".join(["word"] * 1100), truncation=True, return_tensors="pt")
     assert hidden(extended, long).shape == (1, 1024, 384)
+    # sentence-transformers reads as far as the model: its max_seq_length (256 in the source) follows the extension
+    assert json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"] == 256
+    assert json.loads((tmp_path / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024

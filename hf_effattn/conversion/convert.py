@@ -151,7 +151,7 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     with written_into_place(output_dir) as folder:
         model.save_pretrained(folder)
         save_preprocessor(checkpoint, family, folder, model.config if extension else None)
-        save_sentence_transformers_modules(checkpoint, folder)
+        save_sentence_transformers_modules(checkpoint, folder, model.config if extension else None)
         if report is not None:
             report.save(folder)
         write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
@@ -280,11 +280,12 @@ PREPROCESSOR_SIZES = {"text": size_tokenizer, "vision": size_image_processor}  #
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
 
 
-def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
+def save_sentence_transformers_modules(checkpoint: str, output_dir, extended_config=None) -> None:
     """Copy a sentence-transformers checkpoint's module list and settings, and the folders of the modules after
     the transformer (pooling, normalisation, dense layers), so that ``SentenceTransformer(output_dir,
     trust_remote_code=True)`` loads the converted model. The transformer module itself is the converted model, in
-    the folder's root."""
+    the folder's root. For a model extended to more positions (``extended_config``), the transformer module's
+    ``max_seq_length`` (``sentence_bert_config.json``) becomes the model's maximum length, as the tokenizer's does."""
     modules_file = cached_file(checkpoint, "modules.json", _raise_exceptions_for_missing_entries=False)
     if modules_file is None:
         return
@@ -299,6 +300,10 @@ def save_sentence_transformers_modules(checkpoint: str, output_dir) -> None:
     for name in SENTENCE_TRANSFORMERS_FILES:
         if (root / name).is_file():
             shutil.copyfile(root / name, Path(output_dir) / name)
+    settings = Path(output_dir) / "sentence_bert_config.json"
+    if extended_config is not None and settings.is_file():
+        values = json.loads(settings.read_text())
+        settings.write_text(json.dumps({**values, "max_seq_length": extended_config.attention_max_length}, indent=2))
     folders = [folder for folder in folders if (root / folder).is_dir()]  # Normalize, for one, saves no files
     for folder in folders:
         shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)

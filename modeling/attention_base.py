@@ -16,7 +16,9 @@ on a mechanism's name:
 * ``supports_padding_mask``: real tokens never see pads.
 * ``carries_state``: ``state`` flows from layer to layer (Singularformer's residual scores, DBA's Z).
 * ``has_aux_loss``: returns a regularisation loss in training mode.
-* ``needs_max_length``: has parameters sized by the model's maximum length; longer inputs are an error.
+* ``needs_max_length``: has parameters sized by the model's maximum length; longer inputs are an error. Such a
+  mechanism defines :meth:`EfficientAttention.extend_length_sized_weights`, its rule for growing them when the
+  model's positions are extended (``from_pretrained(..., max_length=N)``, ``position_extension``).
 * ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``).
 
 Settings are a frozen dataclass per mechanism (``settings_class``, a subclass of :class:`AttentionSettings`),
@@ -178,6 +180,27 @@ class EfficientAttention(nn.Module):
                 f"{self.name!r} attention was built for: shorten the input or build the attention with a larger "
                 f"max_length{self.length_limit_fix}."
             )
+
+    def extend_max_length(self, max_length: int) -> None:
+        """Take inputs of up to ``max_length`` tokens (at least the current maximum), in place: the weights sized
+        by the maximum length (``needs_max_length``) grow by :meth:`extend_length_sized_weights`."""
+        if self.max_length is not None and max_length < self.max_length:
+            raise ValueError(f"The {self.name!r} attention cannot shrink from max_length={self.max_length} to "
+                             f"{max_length}: extend only.")
+        self.settings.check(self.hidden_size, self.num_heads, max_length)
+        if self.needs_max_length and max_length > self.max_length:
+            self.extend_length_sized_weights(max_length)
+        self.max_length = max_length
+
+    def extend_length_sized_weights(self, max_length: int) -> None:
+        """The mechanism's rule for growing its weights sized by ``self.max_length`` to ``max_length``, in place
+        (parameters replaced under ``torch.no_grad``). Every mechanism with ``needs_max_length`` defines one, chosen
+        so that inputs of up to the old maximum are computed as before, and says in its docstring what is exact
+        and what is not."""
+        raise NotImplementedError(
+            f"The {self.name!r} attention has weights sized by the maximum length but no rule to extend them: "
+            "define extend_length_sized_weights."
+        )
 
     def reset_parameters(self, std: float = 0.02) -> None:
         """Initialise the mechanism's own raw parameters with ``transformers.initialization`` functions (which

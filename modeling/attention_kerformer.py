@@ -18,7 +18,8 @@ SE-K (``se_mode``):
   ``varphi(K)`` over N gives a d-vector per head; two linear layers ``d -> d / se_reduction -> N_max``
   with no ReLU between them (the paper removes it) and a sigmoid give one weight per position;
   token j's key row is multiplied by the weight at its position, counted among real tokens so that
-  left padding is invariant. ``N_max`` is the model's maximum length, so longer inputs are an error.
+  left padding is invariant. ``N_max`` is the model's maximum length, so longer inputs are an error
+  (extending it: :meth:`KerformerAttention.extend_length_sized_weights`).
 * ``"channel"`` (our length-agnostic addition): the same pooled vector, ``d -> d / se_reduction -> d``,
   sigmoid, scaling the key channels.
 * ``"none"``: the paper's ablation "Sigmoid(Q) + Softmax(K)" (Table 6).
@@ -42,6 +43,7 @@ from torch import nn
 from .attention_base import AttentionSettings, register_attention, require, setting
 from .kernel_attention import KernelAttention
 from .masking import token_ranks, zero_pads
+from .position_extension import replace_parameter, tile_blocks
 
 SE_MODES = ("token", "channel", "none")
 
@@ -94,6 +96,18 @@ class KerformerAttention(KernelAttention):
             outputs = self.max_length if settings.se_mode == "token" else self.head_dim
             self.se_reduce = nn.Linear(self.head_dim, squeezed)
             self.se_expand = nn.Linear(squeezed, outputs)
+
+    def extend_length_sized_weights(self, max_length: int) -> None:
+        """Token-mode SE-K's second layer (one output per token rank: weight ``[N_max, d / r]``, bias
+        ``[N_max]``) grows to ``max_length`` outputs by repeating its rows in blocks, as the position rows are
+        (:func:`~position_extension.tile_blocks`): rank ``t`` gets the old rank ``t mod N_max``'s weights.
+
+        Exact: on inputs of up to the old ``N_max`` real tokens the output is unchanged (the rows of their ranks
+        are kept). Not exact: longer inputs have no old output to match; their keys are reweighted with the
+        pattern of the first ``N_max`` ranks, repeated, from a pooled key that now averages more tokens."""
+        for name in ("weight", "bias"):
+            replace_parameter(self.se_expand, name, tile_blocks(getattr(self.se_expand, name), max_length))
+        self.se_expand.out_features = max_length
 
     def reweight_keys(self, keys: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape."""

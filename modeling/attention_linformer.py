@@ -20,7 +20,8 @@ Choices (see MECHANISMS.md):
   and left padding change nothing (the authors' code also uses the first L columns of its projections).
 * ``N_max`` is the model's maximum length (``config.attention_max_length``: for RoBERTa the positions past
   its pad offset, ``max_position_embeddings - pad_token_id - 1``; for ViT the patches plus [CLS]); longer
-  inputs are an error. ``projected_length`` may exceed N_max (it still works, it just compresses nothing).
+  inputs are an error (extending it: :meth:`LinformerAttention.extend_length_sized_weights`).
+  ``projected_length`` may exceed N_max (it still works, it just compresses nothing).
 * E and F act on the projected keys and values, as Eq. 7 writes them; the authors' code projects the layer
   input along the sequence before the key and value projections, which differs only in the bias term.
 * E and F start as the authors' code initialises them: Xavier-uniform with gain 1/sqrt(2) (the paper does
@@ -44,6 +45,7 @@ from transformers import initialization as init
 
 from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, setting
 from .masking import token_ranks, zero_pads
+from .position_extension import replace_parameter, tile_blocks
 
 
 @dataclass(frozen=True)
@@ -85,9 +87,24 @@ class LinformerAttention(EfficientAttention):
         for projection in self.length_projections():
             init.xavier_uniform_(projection, gain=2**-0.5)
 
+    def length_projection_names(self) -> list[str]:
+        """The names of ``[E]`` with ``share_kv``, else of ``[E, F]``."""
+        return ["key_projection"] + ([] if self.settings.share_kv else ["value_projection"])
+
     def length_projections(self) -> list[nn.Parameter]:
         """``[E]`` with ``share_kv``, else ``[E, F]``, each ``[k, N_max]``."""
-        return [self.key_projection] + ([] if self.settings.share_kv else [self.value_projection])
+        return [getattr(self, name) for name in self.length_projection_names()]
+
+    def extend_length_sized_weights(self, max_length: int) -> None:
+        """E (and F), ``[k, N_max]`` with one column per token rank, grow to ``max_length`` columns by repeating
+        their columns in blocks, as the position rows are (:func:`~position_extension.tile_blocks`): rank ``t``
+        gets the old rank ``t mod N_max``'s column.
+
+        Exact: on inputs of up to the old ``N_max`` real tokens the output is unchanged (their columns are kept).
+        Not exact: on a longer input each of the k projected keys and values sums the tokens of every block
+        where it summed those of one, so its scale grows with the length / ``N_max``; fine-tune at the new length."""
+        for name in self.length_projection_names():
+            replace_parameter(self, name, tile_blocks(getattr(self, name), max_length, dim=1))
 
     def token_columns(self, projection: torch.Tensor, padding_mask: torch.Tensor | None, batch: int,
                       length: int) -> torch.Tensor:

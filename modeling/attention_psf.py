@@ -31,6 +31,8 @@ from the MLP), the starting point the paper gives its non-parametric factors (Se
 from ``[1/K, 1/K + 0.01]``). Each factor is then row-stochastic, so a deep product neither vanishes nor
 explodes, and every token starts out mixing the tokens its paths of M links reach. (An identity start
 leaves a saddle: no path between two tokens carries weight, and the adding problem stays at chance.)
+Extended to a larger ``N_max`` (positions extended at loading), the default K and M grow with it: see
+:meth:`PSFAttention.extend_length_sized_weights`.
 ``factor_hidden_size`` is not in the paper; its default, 64, keeps the M MLPs (run on every token)
 about as cheap as the value projection at RoBERTa's widths (``64 M`` is close to C).
 
@@ -51,6 +53,7 @@ from .attention_base import (
     AttentionOutput, AttentionSettings, EfficientAttention, log2_ceil, register_attention, require, setting,
 )
 from .masking import real_lengths, real_positions, token_ranks
+from .position_extension import replace_parameter, tile_blocks
 
 
 @dataclass(frozen=True)
@@ -217,6 +220,27 @@ class PSFAttention(EfficientAttention):
         init.zeros_(self.factor_in_bias)
         init.normal_(self.factor_out_weight, std=std)
         init.constant_(self.factor_out_bias, 1.0 / self.num_links)
+
+    def extend_length_sized_weights(self, max_length: int) -> None:
+        """K and M, where left to their default ``ceil(log2 N_max)``, grow with ``max_length``: each factor's new
+        links get weight zero (zero output column and bias), and each new factor is the identity (output layer
+        zero, bias one on the self link; zero with ``residual``, where ``W V + V`` is then ``V``), applied first;
+        its hidden layer copies that of factor ``m mod M``, so that its output layer has live inputs to learn from.
+
+        Exact: on every input, of any length, the output is unchanged (new links and factors add nothing). Not
+        exact: nothing; but inputs longer than the old ``N_max`` reach only the old K links' span until the
+        new links and factors are trained."""
+        default = max(1, log2_ceil(max_length))
+        factors, links = self.settings.num_factors or default, self.settings.num_links or default
+        new_factors, new_links = factors - self.num_factors, links - self.num_links
+        out_weight, out_bias = (F.pad(p, (0, new_links)) for p in (self.factor_out_weight, self.factor_out_bias))
+        identity = torch.zeros_like(out_bias[:1])  # [1, 1, K]: the new factors' bias
+        identity[..., 0] = 0.0 if self.settings.residual else 1.0
+        replace_parameter(self, "factor_out_weight", F.pad(out_weight, (0, 0, 0, 0, 0, new_factors)))
+        replace_parameter(self, "factor_out_bias", torch.cat([out_bias, identity.expand(new_factors, -1, -1)]))
+        for name in ("factor_in_weight", "factor_in_bias"):
+            replace_parameter(self, name, tile_blocks(getattr(self, name), factors))
+        self.num_factors, self.num_links = factors, links
 
     def factor_weights(self, hidden_states: torch.Tensor) -> torch.Tensor:
         """Non-zeros of every factor, ``[M, B, N, K]`` (Eq. 3). The M first layers run as one ``[C, M * hidden]``

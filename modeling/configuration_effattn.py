@@ -18,11 +18,17 @@ The mechanisms' maximum length (``attention_max_length``) is the longest input t
 position: for RoBERTa ``max_position_embeddings - pad_token_id - 1`` (positions start at
 ``pad_token_id + 1``), for BERT-style positions (``roberta_positions=False``) ``max_position_embeddings``,
 for ViT the number of patches plus the [CLS] token.
+
+A model loaded with a larger input size than its checkpoint's (``from_pretrained(..., max_length=N)`` for text,
+``image_size=S`` for ViT: the config's ``size_argument``) is loaded at the checkpoint's size and then extended
+(``position_extension``); :meth:`EffAttnConfigMixin.resized` and :meth:`~EffAttnConfigMixin.check_extends` give
+the configs of both sizes and refuse a smaller one.
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+import copy
+from typing import Any, ClassVar
 
 from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 from transformers import RobertaConfig, ViTConfig
@@ -47,11 +53,42 @@ class EffAttnConfigMixin:
     shared by both configs; ``family_specs`` are the values a family adds to ``CONFIG_SPECS``."""
 
     family_specs: ClassVar[dict[str, Spec]] = {}
+    size_argument: ClassVar[str]  # the argument of from_pretrained and convert that sets the input size
+    size_fields: ClassVar[tuple[str, ...]]  # the config values it sets
+    smaller_inputs_fix: ClassVar[str]  # how to use inputs smaller than a checkpoint's, given its ``{size}``
 
     @property
     def attention_max_length(self) -> int:
         """The longest input (in tokens) that the model can embed."""
         raise NotImplementedError
+
+    @property
+    def input_size(self) -> Any:
+        """The input size the model is built for, as ``size_argument`` gives it."""
+        raise NotImplementedError
+
+    def size_values(self, size) -> dict[str, Any]:
+        """The values of ``size_fields`` for input size ``size`` (a value of ``size_argument``), checked."""
+        raise NotImplementedError
+
+    def resized(self, values: dict[str, Any]):
+        """A copy of this config with ``values`` (of ``size_fields``), checked."""
+        config = copy.deepcopy(self)
+        for name, value in values.items():
+            setattr(config, name, value)
+        config.setup_attention()
+        return config
+
+    def check_extends(self, saved, path) -> None:
+        """Raise unless this config takes inputs at least as large as ``saved``, the config of checkpoint ``path``
+        (positions are extended, never cut)."""
+        if all(new >= old for new, old in zip(pair(self.input_size), pair(saved.input_size))):
+            return
+        raise ValueError(
+            f"{self.size_argument}={self.input_size} is below the {saved.input_size} of {path}: positions are "
+            f"extended, never cut. Load it without {self.size_argument} (it takes inputs up to "
+            f"{saved.input_size}); {self.smaller_inputs_fix.format(size=self.input_size)}."
+        )
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
@@ -104,6 +141,9 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
         "type_vocab_size": Spec(int, minimum=1),
         "roberta_positions": Spec(bool),
     }
+    size_argument = "max_length"
+    size_fields = ("max_position_embeddings",)
+    smaller_inputs_fix = "to use fewer tokens, truncate: tokenizer(..., truncation=True, max_length={size})"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -128,6 +168,15 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
             return self.max_position_embeddings - self.pad_token_id - 1
         return self.max_position_embeddings
 
+    @property
+    def input_size(self) -> int:
+        return self.attention_max_length
+
+    def size_values(self, size) -> dict[str, Any]:
+        """``max_position_embeddings`` for inputs of up to ``size`` tokens (plus RoBERTa's reserved rows)."""
+        checked(self.size_argument, size, Spec(int, minimum=1), where="argument")
+        return {"max_position_embeddings": size + self.max_position_embeddings - self.attention_max_length}
+
 
 class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
     r"""A ViT configuration whose self-attention is ``attention_type``.
@@ -147,6 +196,9 @@ class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
         "encoder_stride": Spec(int, minimum=1),
         "qkv_bias": Spec(bool),
     }
+    size_argument = "image_size"
+    size_fields = ("image_size",)
+    smaller_inputs_fix = "to run it on smaller images, pass interpolate_pos_encoding=True to the model"
 
     def __post_init__(self, **kwargs):
         super().__post_init__(**kwargs)
@@ -169,6 +221,16 @@ class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
         height, width = pair(self.image_size)
         patch_height, patch_width = pair(self.patch_size)
         return (height // patch_height) * (width // patch_width) + 1
+
+    @property
+    def input_size(self) -> tuple[int, int]:
+        return pair(self.image_size)
+
+    def size_values(self, size) -> dict[str, Any]:
+        """``image_size`` for images of ``size`` pixels (an integer, or a ``(height, width)`` pair)."""
+        for value in pair(size):
+            checked(self.size_argument, value, Spec(int, minimum=1), where="argument")
+        return {"image_size": size}
 
 
 def pair(value) -> tuple[int, int]:

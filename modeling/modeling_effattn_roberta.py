@@ -36,6 +36,7 @@ from .outputs import (
     model_output,
     sequence_classification_loss,
 )
+from .position_extension import tile_position_rows
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
 
 BERT_KEY_MAPPING = {
@@ -118,6 +119,12 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
         if isinstance(module, EffAttnLMHead):
             init.zeros_(module.bias)
 
+    def extend_position_embeddings(self, config) -> None:
+        """Longformer's copy of the position rows (``position_extension``); RoBERTa's reserved rows
+        ``0 .. pad_token_id`` are kept, BERT's positions have none."""
+        first = config.pad_token_id + 1 if config.roberta_positions else 0
+        tile_position_rows(self.base_model.embeddings.position_embeddings, config.max_position_embeddings, first)
+
 
 class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
     """The bare encoder: embeddings, the layer stack, and (``add_pooling_layer``) RoBERTa's pooler (tanh of a
@@ -145,7 +152,9 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
                 positions += f" minus pad_token_id + 1 = {self.config.pad_token_id + 1}"
             raise ValueError(
                 f"Input length {length} exceeds this model's maximum of {maximum} tokens ({positions}): truncate "
-                f"the input, e.g. tokenizer(..., truncation=True, max_length={maximum})."
+                f"the input, e.g. tokenizer(..., truncation=True, max_length={maximum}), or extend the model's "
+                f"positions: hf-effattn convert CHECKPOINT --max_length {length} ..., or "
+                f"from_pretrained(CHECKPOINT, max_length={length})."
             )
 
     @can_return_tuple

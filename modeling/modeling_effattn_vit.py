@@ -27,7 +27,7 @@ from transformers import initialization as init
 from transformers.models.vit.modeling_vit import ViTEmbeddings, ViTPooler
 from transformers.utils.generic import can_return_tuple
 
-from .configuration_effattn import EffAttnViTConfig
+from .configuration_effattn import EffAttnViTConfig, pair
 from .encoder import EffAttnEncoder, EffAttnViTLayer
 from .outputs import (
     EffAttnImageClassifierOutput,
@@ -37,6 +37,7 @@ from .outputs import (
     model_output,
     sequence_classification_loss,
 )
+from .position_extension import interpolate_patch_positions
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
 
 VIT_KEY_MAPPING = {
@@ -70,6 +71,10 @@ class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
             if module.mask_token is not None:
                 init.zeros_(module.mask_token)
 
+    def extend_position_embeddings(self, config) -> None:
+        """The patches' position grid resized to ``config.image_size`` (``position_extension``)."""
+        interpolate_patch_positions(self.base_model.embeddings, *pair(config.image_size))
+
 
 class EffAttnViTModel(EffAttnViTPreTrainedModel):
     """The bare encoder: patch embeddings, the pre-LN layer stack, a final LayerNorm and (``add_pooling_layer``)
@@ -97,7 +102,9 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
             f"An image of {height}x{width} pixels gives {tokens - 1} patches + [CLS] = {tokens} tokens, more than "
             f"the {attention.max_length} that this model's {self.config.attention_type!r} attention was built for "
             f"(image_size={self.config.image_size}, patch_size={self.config.patch_size}): resize the images to "
-            f"image_size, or build the model with a larger image_size{attention.length_limit_fix}."
+            f"image_size, or extend the model to a larger image_size (hf-effattn convert CHECKPOINT --image_size "
+            f"{max(height, width)}, or from_pretrained(CHECKPOINT, image_size={max(height, width)})"
+            f"){attention.length_limit_fix}."
         )
 
     @can_return_tuple

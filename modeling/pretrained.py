@@ -10,9 +10,15 @@ Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of ch
   ``attention_type`` and ``attention_config``), its weights renamed where names differ
   (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
 
-Either way a warning lists the parameters that are new (initialised) and those of the checkpoint that were
-dropped, with layer numbers folded into ``*``: once, in place of Transformers' own load-report table (which
-is shown only when loading fails, since its error message points to it).
+Either way a larger input size than the checkpoint's may be asked for (``max_length=N`` for text,
+``image_size=S`` for ViT, the config's ``size_argument``; or a ``config`` of that size): the model is loaded at
+the checkpoint's size, then its positions, and the weights its mechanism sizes by the maximum length, are
+extended (``position_extension``). A smaller size is refused.
+
+A warning lists the parameters that are new (initialised), those of the checkpoint that were dropped, and those
+that were extended, with layer numbers folded into ``*``: once, in place of Transformers' own load-report table
+(which is shown only when loading fails, since its error message points to it). ``output_loading_info=True``
+returns them too, the extension as ``info["position_extension"]`` (``None`` when there was none).
 
 Saving (:meth:`EffAttnPreTrainedModel.save_pretrained`) writes the weights under this model's own names and
 a ``config.json`` whose ``auto_map`` names the config and every head of the family, next to the flat
@@ -30,6 +36,7 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings
+from .position_extension import extend_positions
 
 logger = logging.get_logger(__name__)
 
@@ -75,6 +82,8 @@ class EffAttnPreTrainedModel(PreTrainedModel):
             attention_config: its settings (default: the checkpoint's own, or the paper defaults).
             convert_attention: allow a checkpoint of this family to be loaded with another mechanism or other
                 settings: weights shared by both are reused, the others dropped or initialised, and listed.
+            max_length (text) / image_size (ViT): extend the model to this input size, at least the checkpoint's
+                (see the module docstring).
             kwargs: as for :meth:`transformers.PreTrainedModel.from_pretrained` (config values such as
                 ``num_labels`` included).
         """
@@ -89,11 +98,15 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 f"{cls.__name__} loads checkpoints of model_type {known}; {pretrained_model_name_or_path} has "
                 f"model_type {source_type!r}."
             )
+        size = kwargs.pop(cls.config_class.size_argument, None)
         config = kwargs.pop("config", None)
         if config is None:
             config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
         elif attention_type is not None or attention_config is not None:
             raise ValueError("Pass attention_type/attention_config either inside `config` or as arguments, not both.")
+        saved = config.resized({name: source[name] for name in config.size_fields if name in source})
+        target = config if size is None else config.resized(config.size_values(size))
+        target.check_extends(saved, pretrained_model_name_or_path)
         if source_type == own_type:
             check_same_attention(source, config, pretrained_model_name_or_path, convert_attention)
         else:
@@ -102,7 +115,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         try:
             with transformers_load_report_held_back():
                 model, info = super().from_pretrained(
-                    pretrained_model_name_or_path, *model_args, config=config, output_loading_info=True, **kwargs
+                    pretrained_model_name_or_path, *model_args, config=saved, output_loading_info=True, **kwargs
                 )
         except RuntimeError as error:
             if "ignore_mismatched_sizes" not in str(error):
@@ -113,8 +126,19 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 "them. Pass ignore_mismatched_sizes=True (hf-effattn convert --ignore_mismatched_sizes) to "
                 "initialise them anew."
             ) from error
+        info["position_extension"] = None
+        if target.input_size != saved.input_size:
+            info["position_extension"] = {
+                "argument": target.size_argument, "from": saved.input_size, "to": target.input_size,
+                "parameters": extend_positions(model, target),
+            }
         log_loading_report(model, info, pretrained_model_name_or_path, source_type)
         return (model, info) if output_loading_info else model
+
+    def extend_position_embeddings(self, config) -> None:
+        """Grow the position embeddings, in place, to the input size of ``config`` (the family's rule, see
+        ``position_extension``); the model's other weights and its config are left to the caller."""
+        raise NotImplementedError
 
     @classmethod
     def config_from_checkpoint(cls, source: dict, attention_type, attention_config, kwargs: dict):
@@ -218,10 +242,12 @@ def transformers_load_report_held_back():
 
 
 def log_loading_report(model, info: dict, path, source_type: str) -> None:
-    """Log which parameters are new (initialised) and which of the checkpoint's were dropped."""
+    """Log which parameters are new (initialised), which of the checkpoint's were dropped, and which were
+    extended to a larger input size."""
     new = info["missing_keys"]
     reshaped = [key for key, *_ in info["mismatched_keys"]]
     dropped = info["unexpected_keys"]
+    extension = info.get("position_extension")
     message = (
         f"{type(model).__name__} (attention_type={model.config.attention_type!r}) from {path} "
         f"(model_type {source_type!r}). New parameters, initialised: {fold_layers(new)}. "
@@ -229,7 +255,12 @@ def log_loading_report(model, info: dict, path, source_type: str) -> None:
     )
     if reshaped:
         message += f" Initialised anew because their shapes changed (ignore_mismatched_sizes): {fold_layers(reshaped)}."
-    if new or dropped or reshaped:
+    if extension:
+        message += (
+            f" Extended from {extension['argument']} {extension['from']} to {extension['to']} (positions copied or "
+            f"interpolated, length-sized weights by their mechanism's rule): {fold_layers(extension['parameters'])}."
+        )
+    if new or dropped or reshaped or extension:
         logger.warning(message)
     else:
         logger.info(message)

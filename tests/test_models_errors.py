@@ -15,7 +15,8 @@ def test_text_longer_than_the_maximum(attention_type):
     model = hf_effattn.EffAttnRobertaModel(config)
     assert config.attention_max_length == config.max_position_embeddings - config.pad_token_id - 1
     model(torch.full((1, config.attention_max_length), 5))
-    with pytest.raises(ValueError, match=r"Input length 19 exceeds .* maximum of 18 tokens.*truncat"):
+    with pytest.raises(ValueError, match=r"Input length 19 exceeds .* maximum of 18 tokens.*truncat.*"
+                       r"convert CHECKPOINT --max_length 19 .*from_pretrained\(CHECKPOINT, max_length=19\)"):
         model(torch.full((1, 19), 5))
 
 
@@ -32,11 +33,12 @@ def test_image_with_more_patches_than_the_mechanism_was_built_for():
     larger = torch.randn(1, 3, 12, 12)  # 9 patches + [CLS] > 5 tokens
     expected = (r"An image of 12x12 pixels gives 9 patches \+ \[CLS\] = 10 tokens, more than the 5 that this model's "
                 r"'psf' attention was built for \(image_size=8, patch_size=4\): resize the images to image_size, or "
-                r"build the model with a larger image_size\.$")
+                r"extend the model to a larger image_size \(hf-effattn convert CHECKPOINT --image_size 12, or "
+                r"from_pretrained\(CHECKPOINT, image_size=12\)\)\.$")
     with pytest.raises(ValueError, match=expected) as error:
         model(larger, interpolate_pos_encoding=True)
     assert "max_position_embeddings" not in str(error.value)
-    with pytest.raises(ValueError, match=r"larger image_size, or use se_mode=\"channel\", which has no length limit"):
+    with pytest.raises(ValueError, match=r"image_size=12\)\), or use se_mode=\"channel\", which has no length limit"):
         hf_effattn.EffAttnViTModel(vision_config("kerformer"))(larger, interpolate_pos_encoding=True)
     channel = vision_config("kerformer", attention_config={"se_mode": "channel"})
     assert hf_effattn.EffAttnViTModel(channel)(larger, interpolate_pos_encoding=True)[0].shape[1] == 10

@@ -29,6 +29,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="allow an hf_effattn checkpoint to change mechanism (shared weights are reused)")
     parser.add_argument("--ignore_mismatched_sizes", action="store_true",
                         help="initialise anew the weights whose shapes the new settings change (they are logged)")
+    parser.add_argument("--max_length", type=positive_int, default=None, metavar="N",
+                        help="text: extend the model to inputs of up to N tokens (default: the checkpoint's)")
+    parser.add_argument("--image_size", type=positive_int, default=None, metavar="S",
+                        help="ViT: extend the model to images of SxS pixels (default: the checkpoint's)")
     transfer = parser.add_argument_group("attention transfer (train the new attention to reproduce the checkpoint's)")
     transfer.add_argument("--transfer_data", default=None, metavar="SOURCE",
                           help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
@@ -59,7 +63,7 @@ def run(args) -> int:
     model = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
                     attention_config=args.attention_config, convert_attention=args.convert_attention,
                     ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
-                    **overrides)
+                    max_length=args.max_length, image_size=args.image_size, **overrides)
     report = Path(args.output_dir) / REPORT_FILE
     if args.transfer_data is not None:
         print(TransferReport.from_dict(json.loads(report.read_text())).format())

@@ -15,6 +15,10 @@ module folders (pooling, normalisation), so ``SentenceTransformer(folder, trust_
 Settings that change weight shapes need ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr
 and exit status 2.
 
+With ``--max_length N`` (text) or ``--image_size S`` (ViT) the model is extended past the checkpoint's input
+size (``hf_effattn.modeling.position_extension``): its config, the extended weights (listed in the log and the
+card) and the saved tokenizer's ``model_max_length`` or image processor's ``size`` follow.
+
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
 checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the texts or images of ``SOURCE``
 (:mod:`hf_effattn.conversion.transfer_data`); the report is printed and saved beside the model as
@@ -31,6 +35,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from ..modeling.configuration_effattn import pair
 from ..presets import FAMILIES, TASKS, model_class
 
 logger = logging.get_logger(__name__)
@@ -79,8 +84,12 @@ def check_found(checkpoint) -> None:
 
 def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
             attention_config: dict | None = None, convert_attention: bool = False,
-            ignore_mismatched_sizes: bool = False, transfer: dict | None = None, **config_overrides):
+            ignore_mismatched_sizes: bool = False, transfer: dict | None = None, max_length: int | None = None,
+            image_size: int | None = None, **config_overrides):
     """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+
+    ``max_length`` (text) / ``image_size`` (ViT): extend the model to this input size, at least the checkpoint's
+    (see :meth:`~hf_effattn.modeling.pretrained.EffAttnPreTrainedModel.from_pretrained`).
 
     ``ignore_mismatched_sizes``: initialise anew (and log) the weights whose shapes the new settings change
     (Kerformer's SE-K layers from ``se_mode="token"`` to ``"channel"``); without it they raise.
@@ -93,22 +102,39 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))
-    model = model_class(family, task).from_pretrained(
+    loader = model_class(family, task)
+    size = input_size_argument(loader.config_class.size_argument, family, max_length=max_length,
+                               image_size=image_size)
+    model, info = loader.from_pretrained(
         checkpoint, attention_type=attention_type, attention_config=attention_config,
-        convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes, **config_overrides,
+        convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes,
+        output_loading_info=True, **size, **config_overrides,
     )
+    extension = info["position_extension"]
     report = transfer_from(checkpoint, family, model, **transfer) if transfer else None
     model.save_pretrained(output_dir)
-    save_preprocessor(checkpoint, family, output_dir)
+    save_preprocessor(checkpoint, family, output_dir, model.config if extension else None)
     save_sentence_transformers_modules(checkpoint, output_dir)
     if report is not None:
         report.save(output_dir)
-    write_card(output_dir, checkpoint, family, task, model.config, report)
+    write_card(output_dir, checkpoint, family, task, model.config, report, extension)
     return model
 
 
-def write_card(output_dir, checkpoint: str, family: str, task: str, config, report) -> None:
-    """The folder's model card: the mechanism, the source checkpoint and, after a transfer, its report."""
+def input_size_argument(argument: str, family: str, **sizes) -> dict:
+    """``{argument: value}`` for the one of ``sizes`` given (``{}`` for none); raise for a size that is not the
+    family's (``argument``: ``max_length`` for text, ``image_size`` for ViT)."""
+    given = {name: value for name, value in sizes.items() if value is not None}
+    wrong = sorted(given.keys() - {argument})
+    if wrong:
+        raise ValueError(f"--{wrong[0]} does not apply to a {family} checkpoint: its input size is set by "
+                         f"--{argument}.")
+    return given
+
+
+def write_card(output_dir, checkpoint: str, family: str, task: str, config, report, extension=None) -> None:
+    """The folder's model card: the mechanism, the source checkpoint, an extension of its input size, and after a
+    transfer, its report."""
     from ..finetuning.model_card import CardContent, converted_kind, write_model_card
 
     settings = {} if report is None else {
@@ -119,7 +145,7 @@ def write_card(output_dir, checkpoint: str, family: str, task: str, config, repo
         kind=converted_kind(family, task), repo_id=Path(output_dir).resolve().name,
         attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
-        transfer=report.to_dict() if report else None,
+        transfer=report.to_dict() if report else None, extension=extension,
     ))
 
 
@@ -142,13 +168,31 @@ PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is
 }
 
 
-def save_preprocessor(checkpoint: str, family: str, output_dir) -> None:
-    """Copy the checkpoint's tokenizer (text) or image processor (vision) into ``output_dir``, if it has one."""
+def save_preprocessor(checkpoint: str, family: str, output_dir, extended_config=None) -> None:
+    """Copy the checkpoint's tokenizer (text) or image processor (vision) into ``output_dir``, if it has one; for a
+    model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
     loader, config_file, called = PREPROCESSORS[family]
     if cached_file(checkpoint, config_file, _raise_exceptions_for_missing_entries=False) is None:
         logger.warning(f"{checkpoint} has no {called} ({config_file}): add one to {output_dir} before publishing it.")
         return
-    loader.from_pretrained(checkpoint).save_pretrained(output_dir)
+    processor = loader.from_pretrained(checkpoint)
+    if extended_config is not None:
+        PREPROCESSOR_SIZES[family](processor, extended_config)
+    processor.save_pretrained(output_dir)
+
+
+def size_tokenizer(tokenizer, config) -> None:
+    """The tokenizer truncates to the model's maximum length."""
+    tokenizer.model_max_length = config.attention_max_length
+
+
+def size_image_processor(processor, config) -> None:
+    """The image processor resizes images to the model's image size."""
+    height, width = pair(config.image_size)
+    processor.size = {"height": height, "width": width}
+
+
+PREPROCESSOR_SIZES = {"text": size_tokenizer, "vision": size_image_processor}  # family -> sizes a preprocessor
 
 
 SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import __version__, describe_attention, model_cards
+from ..modeling.pretrained import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 
 TEMPLATE_PATH = Path(model_cards.__file__).resolve().parent / "template.md"
@@ -99,6 +100,7 @@ class CardContent:
     extra_tags: list[str] = field(default_factory=list)
     transfer: dict | None = None  # a TransferReport as a dict, when attention transfer ran before fine-tuning
     lora: bool = False  # the folder holds a LoRA adapter and its base (``base_model/``), not the whole model
+    extension: dict | None = None  # the input size extended at conversion: from_pretrained's "position_extension"
 
 
 def is_hub_id(name: str | None) -> bool:
@@ -217,6 +219,8 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         hyperparameters=content.hyperparameters,
         transfer=content.transfer,
         lora=content.lora,
+        extension=content.extension and {**content.extension,
+                                         "parameters": fold_layers(content.extension["parameters"])},
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,

@@ -198,6 +198,8 @@ def hf_effattn() -> str:
 def convert_command(attention: str, output: Path, args, transfer: bool) -> list[str]:
     command = [hf_effattn(), "convert", str(HEAD_FOLDER), "--attention_type", attention, "--max_length", str(LONG),
                "--output_dir", str(output)]
+    if attention != "sdpa":  # the head folder is one of ours (sdpa): switching its attention is asked for explicitly
+        command.append("--convert_attention")
     if transfer:
         command += ["--transfer_data", str(DATA / "mlm_train.jsonl"), "--transfer_max_length", str(LONG),
                     "--transfer_batch_size", "1", "--transfer_steps", str(args.transfer_steps)]
@@ -238,7 +240,7 @@ def run_stage(stage: str, attention: str, args) -> None:
 
 
 ROWS = [("sdpa_512", "`sdpa` at 512 (MiniLM + head trained alone): the reference")]
-STAGE_NAMES = {"extended": "after extension", "transfer": "after long transfer", "mlm": "after MLM pretraining"}
+STAGE_NAMES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after MLM pretraining"}
 
 
 def loss_cell(row: str) -> str:

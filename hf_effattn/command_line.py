@@ -70,12 +70,20 @@ positive_int = bounded_int(1)
 non_negative_int = bounded_int(0)
 
 
-def percentage(text: str) -> float:
-    """An ``argparse`` type: a number strictly between 0 and 100."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = None
-    if value is None or not 0 < value < 100:
-        raise argparse.ArgumentTypeError(f"expected a percentage between 0 and 100 (exclusive), got {text!r}")
-    return value
+def open_interval(low: float, high: float, what: str):
+    """An ``argparse`` type: a number strictly between ``low`` and ``high``, named ``what`` in its error."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = None
+        if value is None or not low < value < high:
+            raise argparse.ArgumentTypeError(f"expected {what} between {low:g} and {high:g} (exclusive), got {text!r}")
+        return value
+
+    return parse
+
+
+percentage = open_interval(0, 100, "a percentage")
+probability = open_interval(0, 1, "a probability")

@@ -304,7 +304,9 @@ def test_finetuning_after_transfer_is_reported_and_stays_resumable(tmp_path, mon
     assert whole.keys() == resumed.keys()
     for name in whole:
         assert torch.equal(whole[name], resumed[name]), name
-    assert json.loads(report_file.read_text()) == report
+    resumed_report = json.loads(report_file.read_text())
+    assert resumed_report.pop("peak_memory_bytes") > 0 and report.pop("peak_memory_bytes") > 0  # measured, each run
+    assert resumed_report == report
 
 
 def test_tokenizer_batches_feed_the_transfer():

@@ -3,7 +3,7 @@
 * :mod:`.convert`: :func:`convert` loads a RoBERTa, BERT or ViT checkpoint (or one of ours) with another
   mechanism and saves it Hub-ready; :mod:`.command` is ``hf-effattn convert``.
 * :mod:`.transfer`: :func:`transfer_attention` trains the new attention to reproduce the checkpoint's softmax
-  attention; :mod:`.transfer_data` turns texts or images into its batches.
+  attention; :mod:`.transfer_data` turns texts or images into its batches; :mod:`.peak_memory` measures its peak memory.
 """
 
 from .convert import check_found, convert

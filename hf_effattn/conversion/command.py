@@ -13,7 +13,7 @@ from ..command_line import positive_int
 from ..modeling.attentions import list_attentions
 from ..presets import TASKS
 from .convert import convert
-from .transfer import REPORT_FILE, TRAINABLE, TransferReport
+from .transfer import MODEL_LENGTH, REPORT_FILE, TRAINABLE, TransferReport
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -43,10 +43,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="what trains: the mechanism's new parameters, also its query/key/value projections "
                                "(default), or also the output projection")
     transfer.add_argument("--transfer_batch_size", type=positive_int, default=16)
-    transfer.add_argument("--transfer_max_length", type=positive_int, default=128, help="truncate texts to this")
+    transfer.add_argument("--transfer_max_length", type=length_or_model, default=None, metavar="N|model",
+                          help="truncate texts to N tokens, at most the model's maximum length; 'model' for that "
+                               "length (default: 128, or the model's maximum length if shorter)")
     transfer.add_argument("--transfer_column", default=None, help="the text or image column (default: the usual)")
     transfer.add_argument("--transfer_split", default="train", help="the split of a dataset folder or Hub dataset")
     transfer.add_argument("--seed", type=int, default=0, help="the order of the transfer batches")
+
+
+def length_or_model(text: str) -> int | str:
+    """An ``argparse`` type: a positive number of tokens, or ``model`` (the model's maximum length)."""
+    if text == MODEL_LENGTH:
+        return text
+    try:
+        return positive_int(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer or {MODEL_LENGTH!r}, got {text!r}") from None
 
 
 def transfer_arguments(args) -> dict | None:

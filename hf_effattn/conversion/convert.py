@@ -95,7 +95,8 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     (Kerformer's SE-K layers from ``se_mode="token"`` to ``"channel"``); without it they raise.
 
     ``transfer``: run attention transfer first, with these arguments: ``data`` (a source for
-    :func:`~hf_effattn.conversion.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length``, ``seed``, and
+    :func:`~hf_effattn.conversion.transfer_data.transfer_loader`), ``column``, ``batch_size``, ``max_length`` (up to the
+    model's maximum length, ``"model"`` for it; by default 128 or the model's if shorter), ``seed``, and
     those of :func:`~hf_effattn.conversion.transfer.transfer_attention` (``steps``, ``learning_rate``, ``train``).
     """
     check_found(checkpoint)
@@ -150,11 +151,14 @@ def write_card(output_dir, checkpoint: str, family: str, task: str, config, repo
 
 
 def transfer_from(checkpoint: str, family: str, model, data: str, column: str | None = None, split: str = "train",
-                  batch_size: int = 16, max_length: int = 128, seed: int = 0, **transfer_arguments):
-    """Attention transfer from ``checkpoint``'s softmax attention into ``model`` on the inputs of ``data``."""
-    from .transfer import load_teacher, transfer_attention
+                  batch_size: int = 16, max_length: int | str | None = None, seed: int = 0, **transfer_arguments):
+    """Attention transfer from ``checkpoint``'s softmax attention into ``model`` on the inputs of ``data`` (texts
+    truncated to ``max_length`` tokens: see :func:`~hf_effattn.conversion.transfer.transfer_length`)."""
+    from .transfer import load_teacher, transfer_attention, transfer_length
     from .transfer_data import transfer_loader
 
+    if family == "text":
+        max_length = transfer_length(max_length, model)
     teacher = load_teacher(model, checkpoint)
     loader, _, _ = PREPROCESSORS[family]
     batches = transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,

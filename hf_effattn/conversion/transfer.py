@@ -26,6 +26,12 @@ is handed back with its training mode and ``requires_grad`` flags as they were.
 ``hf-effattn convert SRC --attention_type X --transfer_data FILE --transfer_steps N`` does the same from the
 shell (see :mod:`hf_effattn.conversion.transfer_data` for the data), and the fine-tuning scripts do it with
 ``--attention_transfer_steps N`` on the task's own training inputs.
+
+Long inputs: the teacher of a model whose positions were extended past its checkpoint's (``max_length=``) is
+extended the same way (:func:`load_teacher`), and its softmax attention is computed in chunks of queries
+(:func:`softmax_in_query_chunks`), each exact, so that no ``[B, h, N, N]`` (nor ``[h, N, N]``) score tensor is
+ever held: a transfer at 4,096 tokens fits in a few GiB. The report gives the longest input and the peak memory
+(:mod:`hf_effattn.conversion.peak_memory`).
 """
 
 from __future__ import annotations
@@ -39,13 +45,21 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 import torch
+import torch.nn.functional as F
 from torch import nn
+
+from ..modeling.attention_base import AttentionOutput
+from ..modeling.attention_vanilla import EagerAttention
+from .peak_memory import peak_memory
 
 TRAINABLE = ("mechanism", "attention", "attention_block")
 MODEL_INPUTS = ("input_ids", "attention_mask", "token_type_ids", "position_ids", "inputs_embeds", "pixel_values")
 PROJECTIONS = ("query.", "key.", "value.")
 SOFTMAX = ("sdpa", "eager")
 REPORT_FILE = "attention_transfer.json"
+TEACHER_CHUNK_SCORES = 2**22  # the most attention scores (B * h * queries * N) the teacher computes at once
+MODEL_LENGTH = "model"  # a transfer max_length meaning: the model's own maximum length
+DEFAULT_LENGTH = 128  # the transfer max_length by default (the model's maximum length if that is shorter)
 
 
 @dataclass
@@ -63,7 +77,9 @@ class LayerTransfer:
 @dataclass
 class TransferReport:
     """What a transfer did and reached. ``hidden_cosine_*`` compares the whole model's last hidden state with
-    the teacher's, token by token (real tokens), without teacher forcing."""
+    the teacher's, token by token (real tokens), without teacher forcing. ``longest_input`` is the most tokens
+    (or patches) of a training batch, ``peak_memory_bytes`` the transfer's peak memory as
+    ``peak_memory_method`` measured it (both ``None`` in reports written before they existed)."""
 
     attention_type: str
     train: str
@@ -75,6 +91,9 @@ class TransferReport:
     layers: list[LayerTransfer]
     data: str | None = None
     losses: list[float] = field(default_factory=list)
+    longest_input: int | None = None
+    peak_memory_bytes: int | None = None
+    peak_memory_method: str | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -98,6 +117,10 @@ class TransferReport:
                   f"{r.cosine_after:>12.4f}" for r in self.layers]
         lines.append(f"last hidden state, token cosine to the teacher: {self.hidden_cosine_before:.4f} -> "
                      f"{self.hidden_cosine_after:.4f}")
+        if self.longest_input is not None:
+            lines.append(f"longest input: {self.longest_input} tokens")
+        if self.peak_memory_bytes is not None:
+            lines.append(f"peak memory: {self.peak_memory_bytes / 2**30:.2f} GiB ({self.peak_memory_method})")
         return "\n".join(lines)
 
 
@@ -111,11 +134,46 @@ def model_inputs(batch: dict, device) -> dict:
     return {key: value.to(device) for key, value in batch.items() if key in MODEL_INPUTS}
 
 
+def query_chunked_forward(attention: EagerAttention):
+    """A forward for the softmax ``attention`` (eval mode) that computes ``softmax(Q K^T / sqrt(d)) V`` for
+    chunks of queries, each of at most :data:`TEACHER_CHUNK_SCORES` scores ``[B, h, rows, N]``. Each query's
+    softmax is over all the keys, so every chunk is exact."""
+
+    def forward(hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        query, key, value = attention.project(hidden_states)
+        batch, heads, length, _ = query.shape
+        rows = max(1, TEACHER_CHUNK_SCORES // (batch * heads * length))
+        mask = None if padding_mask is None else padding_mask[:, None, None, :]
+        chunks = [F.scaled_dot_product_attention(queries, key, value, attn_mask=mask, scale=attention.head_dim**-0.5)
+                  for queries in query.split(rows, dim=2)]
+        return AttentionOutput(attention.merge_heads(torch.cat(chunks, dim=2)))
+
+    return forward
+
+
+@contextmanager
+def softmax_in_query_chunks(teacher: nn.Module):
+    """Within the block, every layer of ``teacher`` (softmax attention, eval mode) computes its attention in
+    chunks of queries (:func:`query_chunked_forward`): the same outputs to float precision, and never a score
+    tensor of more than :data:`TEACHER_CHUNK_SCORES` elements, whatever kernel ``sdpa`` picks."""
+    attentions = [layer.attention.self for layer in encoder_layers(teacher)]
+    for attention in attentions:
+        if not isinstance(attention, EagerAttention):
+            raise ValueError(f"The teacher's attention is {type(attention).__name__}, not softmax: load the teacher "
+                             "with attention_type='sdpa'.")
+        attention.forward = query_chunked_forward(attention)
+    try:
+        yield
+    finally:
+        for attention in attentions:
+            del attention.forward
+
+
 @torch.no_grad()
 def teacher_targets(teacher: nn.Module, inputs: dict):
-    """Run the teacher once; return each layer's attention input ``[B, N, C]``, the padding mask ``[B, N]`` its
-    mechanisms got (``None`` without padding), each layer's attention-block output ``W_o attention(x)`` and the
-    last hidden state ``[B, N, C]``."""
+    """Run the teacher once (its attention in query chunks: :func:`softmax_in_query_chunks`); return each
+    layer's attention input ``[B, N, C]``, the padding mask ``[B, N]`` its mechanisms got (``None`` without
+    padding), each layer's attention-block output ``W_o attention(x)`` and the last hidden state ``[B, N, C]``."""
     layer_inputs, layer_outputs, masks = [], [], []
 
     def save_input(module, args):
@@ -130,7 +188,8 @@ def teacher_targets(teacher: nn.Module, inputs: dict):
         handles.append(layer.attention.self.register_forward_pre_hook(save_input))
         handles.append(layer.attention.output.dense.register_forward_hook(save_output))
     try:
-        last_hidden_state = teacher.base_model(**inputs).last_hidden_state
+        with softmax_in_query_chunks(teacher):
+            last_hidden_state = teacher.base_model(**inputs).last_hidden_state
     finally:
         for handle in handles:
             handle.remove()
@@ -205,14 +264,42 @@ def training_only(model: nn.Module, parameters: list[nn.Parameter]):
 
 def load_teacher(model: nn.Module, source: str, **kwargs) -> nn.Module:
     """The teacher of ``model``: the checkpoint ``source`` it was converted from, as this package's bare encoder
-    with the checkpoint's own softmax attention (``sdpa`` for a RoBERTa, BERT or ViT checkpoint)."""
+    with the checkpoint's own softmax attention (``sdpa`` for a RoBERTa, BERT or ViT checkpoint). When
+    ``model``'s positions were extended past the checkpoint's, the teacher's are extended the same way
+    (``max_length=``, unless ``kwargs`` give it)."""
     from transformers import PreTrainedConfig
 
-    attention_type = PreTrainedConfig.get_config_dict(source)[0].get("attention_type", "sdpa")
+    config = PreTrainedConfig.get_config_dict(source)[0]
+    attention_type = config.get("attention_type", "sdpa")
     if attention_type not in SOFTMAX:
         raise ValueError(f"{source} has {attention_type!r} attention, not softmax, so it cannot teach attention "
                          "transfer: start from the RoBERTa, BERT or ViT checkpoint it was converted from.")
-    return type(model.base_model).from_pretrained(source, **kwargs).eval()
+    encoder = type(model.base_model)
+    longest = model.config.attention_max_length
+    if longest > encoder.config_from_checkpoint(config, None, None, {})[0].attention_max_length:
+        kwargs.setdefault("max_length", longest)
+    return encoder.from_pretrained(source, **kwargs).eval()
+
+
+def transfer_length(max_length: int | str | None, model: nn.Module) -> int:
+    """The length texts are truncated to for a transfer into ``model``: ``max_length``, or the model's maximum
+    length for ``"model"``, or by default (``None``) :data:`DEFAULT_LENGTH` or the model's maximum length if
+    shorter. Raise when ``max_length`` is longer than the model's maximum length."""
+    longest = model.config.attention_max_length
+    if max_length is None:
+        return min(DEFAULT_LENGTH, longest)
+    if max_length == MODEL_LENGTH:
+        return longest
+    if isinstance(max_length, bool) or not isinstance(max_length, int) or max_length < 1:
+        raise ValueError(f"The transfer max_length {max_length!r} is neither a positive number of tokens nor "
+                         f"{MODEL_LENGTH!r} (the model's maximum length).")
+    if max_length > longest:
+        raise ValueError(
+            f"The transfer max_length {max_length} (--transfer_max_length) is longer than the model's maximum "
+            f"length {longest} (config.attention_max_length): use at most {longest}, or {MODEL_LENGTH!r} for the "
+            f"model's own, or extend the model's positions first (convert with --max_length {max_length})."
+        )
+    return max_length
 
 
 def check_pair(model: nn.Module, teacher: nn.Module) -> None:
@@ -256,6 +343,18 @@ def measure(model: nn.Module, teacher: nn.Module, batches: list[dict]) -> tuple[
     model.train(was_training)
     layers = [tuple(sum(values) / len(batches) for values in zip(*layer)) for layer in zip(*per_layer)]
     return layers, sum(hidden) / len(hidden)
+
+
+def transfer_step(model: nn.Module, teacher: nn.Module, inputs: dict, parameters: list[nn.Parameter],
+                  max_grad_norm: float) -> tuple[torch.Tensor, int]:
+    """One step's forward and backward (the optimizer's step is the caller's): the teacher's targets, every
+    layer's loss, their sum's gradients clipped to ``max_grad_norm``. Returns the loss and the input length N."""
+    layer_inputs, mask, targets, _ = teacher_targets(teacher, inputs)
+    outputs = student_outputs(model, layer_inputs, mask)
+    loss = sum(masked_mse(o, t, mask) for o, t in zip(outputs, targets))
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
+    return loss.detach(), layer_inputs[0].shape[1]
 
 
 def transfer_attention(
@@ -302,34 +401,32 @@ def transfer_attention(
         report_set = list(itertools.islice(iter(data), report_batches))
         if not report_set:
             raise ValueError("The transfer data yielded no batch.")
-    before, hidden_before = measure(model, teacher, report_set)
-
     parameters = trainable_parameters(model, train)
     optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0)
     scheduler = get_scheduler(lr_scheduler_type, optimizer, num_warmup_steps=math.ceil(warmup_ratio * steps),
                               num_training_steps=steps)
     device = next(model.parameters()).device
-    losses, examples = [], 0
-    with training_only(model, parameters), tqdm(total=steps, desc="Attention transfer", disable=not progress) as bar:
-        for _ in range(steps):
-            inputs = model_inputs(next(batches), device)
-            layer_inputs, mask, targets, _ = teacher_targets(teacher, inputs)
-            outputs = student_outputs(model, layer_inputs, mask)
-            loss = sum(masked_mse(o, t, mask) for o, t in zip(outputs, targets))
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
-            examples += len(next(iter(inputs.values())))
-            bar.set_postfix(loss=f"{losses[-1]:.4g}")
-            bar.update(1)
-
-    after, hidden_after = measure(model, teacher, report_set)
+    losses, examples, longest = [], 0, 0
+    with peak_memory(device) as peak:
+        before, hidden_before = measure(model, teacher, report_set)
+        with training_only(model, parameters), tqdm(total=steps, desc="Attention transfer",
+                                                    disable=not progress) as bar:
+            for _ in range(steps):
+                inputs = model_inputs(next(batches), device)
+                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                losses.append(loss.item())
+                examples += len(next(iter(inputs.values())))
+                longest = max(longest, length)
+                bar.set_postfix(loss=f"{losses[-1]:.4g}")
+                bar.update(1)
+        after, hidden_after = measure(model, teacher, report_set)
     return TransferReport(
         attention_type=model.config.attention_type, train=train, steps=steps, learning_rate=learning_rate,
         examples_seen=examples, hidden_cosine_before=hidden_before, hidden_cosine_after=hidden_after,
         layers=[LayerTransfer(i, b[0], a[0], b[1], a[1]) for i, (b, a) in enumerate(zip(before, after))],
-        data=data_description, losses=losses,
+        data=data_description, losses=losses, longest_input=longest, peak_memory_bytes=peak.bytes,
+        peak_memory_method=peak.method,
     )

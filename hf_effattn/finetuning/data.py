@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
+
 from ..command_line import percentage, positive_int
 from .metrics import MetricSpec
 
@@ -63,56 +65,78 @@ class PreparedData:
     dataset_config: str | None = None
 
 
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup:
-    """The data options both scripts share; returns the group so that each script adds its own."""
+def add_dataset_arguments(parser: argparse.ArgumentParser, loaders: dict[str, str] = FILE_LOADERS,
+                          labels: bool = True) -> argparse._ArgumentGroup:
+    """The data options the scripts share (files of the formats ``loaders`` reads; a label column with ``labels``);
+    returns the group so that each script adds its own."""
     group = parser.add_argument_group("data")
     group.add_argument("--dataset_name", default=None, help="A Hub dataset id or a local folder (e.g. a Hub mirror).")
     group.add_argument("--dataset_config_name", default=None, help="The dataset's configuration, if any.")
-    group.add_argument("--train_file", default=None, help="A csv/json/jsonl/parquet file of training data.")
+    group.add_argument("--train_file", default=None, help=f"A {file_formats(loaders)} file of training data.")
     group.add_argument("--validation_file", default=None, help="A file of evaluation data, same format.")
-    group.add_argument("--label_column_name", default=None, help="The label column (default: label, fine_label).")
+    if labels:
+        group.add_argument("--label_column_name", default=None, help="The label column (default: label, fine_label).")
     group.add_argument("--validation_split_percentage", type=percentage, default=10.0,
                        help="Percent of train held out for evaluation where the dataset has no eval split.")
     group.add_argument("--max_train_samples", type=positive_int, default=None,
-                       help="Keep only this many training rows.")
+                       help="Keep only this many training examples (rows; run_mlm.py: blocks of tokens).")
     group.add_argument("--max_eval_samples", type=positive_int, default=None,
-                       help="Keep only this many rows per eval split.")
+                       help="Keep only this many examples per eval split.")
     return group
 
 
-def file_loader(path: str) -> str:
-    """The ``datasets`` builder for a local data file, chosen by its extension."""
+def file_formats(loaders: dict[str, str]) -> str:
+    """The file extensions ``loaders`` reads, as messages name them: ``csv/json/jsonl/parquet``."""
+    return "/".join(sorted(suffix.lstrip(".") for suffix in loaders))
+
+
+def file_loader(path: str, loaders: dict[str, str] = FILE_LOADERS) -> str:
+    """The ``datasets`` builder for a local data file, chosen by its extension among ``loaders``."""
     suffix = Path(path).suffix.lower()
-    if suffix not in FILE_LOADERS:
-        raise ValueError(f"Unsupported data file {path!r}: use one of {', '.join(sorted(FILE_LOADERS))}.")
-    return FILE_LOADERS[suffix]
+    if suffix not in loaders:
+        raise ValueError(f"Unsupported data file {path!r}: use one of {', '.join(sorted(loaders))}.")
+    return loaders[suffix]
 
 
 def load_raw_datasets(dataset_name: str | None, config_name: str | None, train_file: str | None,
-                      validation_file: str | None):
-    """A ``DatasetDict`` from a Hub id or local folder (with its config), or from local data files."""
+                      validation_file: str | None, loaders: dict[str, str] = FILE_LOADERS):
+    """A ``DatasetDict`` from a Hub id or local folder (with its config), or from local data files (of the formats
+    ``loaders`` reads)."""
     from datasets import load_dataset
 
     if train_file:
-        check_data_file("train_file", train_file)
+        check_data_file("train_file", train_file, loaders)
         data_files = {"train": train_file}
         if validation_file:
-            if file_loader(validation_file) != file_loader(train_file):
+            if file_loader(validation_file, loaders) != file_loader(train_file, loaders):
                 raise ValueError("--train_file and --validation_file must have the same format.")
-            check_data_file("validation_file", validation_file)
+            check_data_file("validation_file", validation_file, loaders)
             data_files["validation"] = validation_file
-        return load_dataset(file_loader(train_file), data_files=data_files)
+        return load_data_files(file_loader(train_file, loaders), data_files)
     if not dataset_name:
         raise ValueError("Give a dataset: --task_name, --dataset_name or --train_file.")
     return load_dataset(dataset_name, config_name)
 
 
-def check_data_file(option: str, path: str) -> None:
+def load_data_files(builder: str, data_files: dict[str, str]):
+    """``load_dataset(builder, data_files=...)``; a file the builder cannot parse is a ``ValueError`` naming it."""
+    from datasets import load_dataset
+    from datasets.exceptions import DatasetGenerationError
+
+    try:
+        return load_dataset(builder, data_files=data_files)
+    except DatasetGenerationError as error:
+        cause = error.__cause__ or error
+        raise ValueError(f"{' or '.join(dict.fromkeys(data_files.values()))} cannot be read as {builder} "
+                         f"({type(cause).__name__}: {cause}): fix the file, or give one in another format.") from error
+
+
+def check_data_file(option: str, path: str, loaders: dict[str, str] = FILE_LOADERS) -> None:
     """``--train_file`` / ``--validation_file``: an existing file with something in it."""
     if not Path(path).is_file():
-        raise FileNotFoundError(f"--{option} {path} not found: give an existing csv/json/jsonl/parquet file.")
+        raise FileNotFoundError(f"--{option} {path} not found: give an existing {file_formats(loaders)} file.")
     if Path(path).stat().st_size == 0:
-        raise ValueError(f"--{option} {path} is empty (0 bytes): give a file with a header and rows.")
+        raise ValueError(f"--{option} {path} is empty (0 bytes): give a file with rows of data.")
 
 
 def evaluation_split_names(raw, preferred: tuple[str, ...] | None) -> list[str]:
@@ -157,6 +181,12 @@ def label_info(train_split, column: str | None) -> LabelInfo:
         return LabelInfo(column, None)
     values = sorted(set(train_split[column]))
     return LabelInfo(column, [str(value) for value in values], {value: i for i, value in enumerate(values)})
+
+
+def example_generator(seed: int, epoch: int, index: int) -> torch.Generator:
+    """The random generator of example ``index`` in ``epoch``: a pure function of the three, so that a resumed run,
+    or one split over processes or loader workers, draws what a single uninterrupted run draws."""
+    return torch.Generator().manual_seed(hash((seed, epoch, index)) & (2**63 - 1))
 
 
 def limit_samples(dataset, count: int | None):

@@ -18,7 +18,15 @@ import torch
 import torch.nn.functional as F
 
 from ..command_line import non_negative_int
-from .data import LabelInfo, PreparedData, add_dataset_arguments, limit_samples, load_raw_datasets, prepare_splits
+from .data import (
+    LabelInfo,
+    PreparedData,
+    add_dataset_arguments,
+    example_generator,
+    limit_samples,
+    load_raw_datasets,
+    prepare_splits,
+)
 from .metrics import metric_spec
 
 
@@ -96,7 +104,7 @@ class ImageClassificationDataset(torch.utils.data.Dataset):
         row = self.rows[index]
         generator = None
         if self.seed is not None:
-            generator = torch.Generator().manual_seed(hash((self.seed, self.epoch, index)) & (2**63 - 1))
+            generator = example_generator(self.seed, self.epoch, index)
         return {
             "pixel_values": self.transform(row[self.image_column], generator),
             "labels": self.labels.encode([row[self.labels.column]])[0],

@@ -236,8 +236,7 @@ class Finetuner:
             flat = {f"{split}/{name}": value for split, values in metrics.items() for name, value in values.items()}
             self.accelerator.log({"train_loss": train_loss, "epoch": epoch, **flat}, step=step)
         main_value = metrics[next(iter(metrics))][self.data.metrics.main]
-        best = self.state.best_metric
-        if best is None or math.isnan(best) or main_value > best:  # NaN: e.g. a correlation of constant predictions
+        if self.data.metrics.improves(main_value, self.state.best_metric):
             self.state.best_metric, self.state.best_step = main_value, step
             best_folder = checkpoint_root(self.args.output_dir) / BEST_DIR
             replace_folder(self.accelerator, best_folder, lambda partial: save_model_folder(

@@ -11,6 +11,7 @@ metric, by which the best checkpoint is chosen.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -31,11 +32,20 @@ def load_metric(config_name: str):
 @dataclass(frozen=True)
 class MetricSpec:
     """Which metrics a task reports, and the configuration of the ``glue`` module that computes them;
-    ``is_regression`` says predictions are scores, not class ids."""
+    ``is_regression`` says predictions are scores, not class ids; ``greater_is_better`` says which way the main
+    metric improves (``False`` for a loss or a perplexity)."""
 
     names: tuple[str, ...]
     is_regression: bool = False
     config_name: str = "classification"
+    greater_is_better: bool = True
+
+    def improves(self, value: float, best: float | None) -> bool:
+        """Whether ``value`` of the main metric beats ``best`` (``None`` or NaN, e.g. a correlation of constant
+        predictions: anything does)."""
+        if best is None or math.isnan(best):
+            return True
+        return value > best if self.greater_is_better else value < best
 
     @property
     def main(self) -> str:

@@ -32,6 +32,7 @@ class CardKind:
     processor_class: str
     model_class: str
     usage_example: str
+    training_phrase: str | None = None  # how the card says the model was trained; default: "fine-tuned for <tag>"
 
 
 TEXT_CLASSIFICATION = CardKind(
@@ -136,7 +137,8 @@ def card_data(content: CardContent):
 def purpose_sentence(content: CardContent) -> str:
     """What was done to the checkpoint after the swap: fine-tuned on a dataset, or only converted."""
     if content.results:
-        return f"fine-tuned for {content.kind.pipeline_tag} on {dataset_sentence(content)}"
+        trained = content.kind.training_phrase or f"fine-tuned for {content.kind.pipeline_tag}"
+        return f"{trained} on {dataset_sentence(content)}"
     if content.transfer:
         return ("converted and not fine-tuned: the new attention was trained only by attention transfer (below), "
                 "to reproduce the original softmax attention")

@@ -22,6 +22,10 @@ from .publishing import publish_folder, repository_name, save_model_folder
 
 logger = logging.getLogger(__name__)
 
+# Options of some scripts that a model card reports when they are set.
+TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "mlm_probability", "new_mlm_head",
+                 "train_head_only", "gradient_checkpointing")
+
 
 @dataclass(frozen=True)
 class Recipe:
@@ -33,6 +37,7 @@ class Recipe:
     prepare_data: Callable  # (args, processor) -> PreparedData
     load_model: Callable  # (args, LabelInfo) -> model
     card_kind: CardKind
+    finetuner: type[Finetuner] = Finetuner  # the training loop: a subclass evaluates other tasks (e.g. masked LM)
 
     def parse_args(self, argv: list[str] | None = None):
         return build_parser(self.description, self.add_data_arguments).parse_args(argv)
@@ -53,7 +58,8 @@ class Recipe:
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
                                       accelerator.is_main_process, resuming=checkpoint is not None)
         model = add_lora(args, model)
-        return finetune(args, accelerator, model, data, processor, self.card_kind, transfer, checkpoint)
+        return finetune(args, accelerator, model, data, processor, self.card_kind, transfer, checkpoint,
+                        self.finetuner)
 
 
 def attention_transfer(args, model, data, batch_size: int, device, main_process: bool,
@@ -89,10 +95,11 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
 
 
 def finetune(args, accelerator, model, data, processor, kind: CardKind, transfer: dict | None = None,
-             checkpoint: Path | None = None) -> TrainingOutcome:
-    """Train ``model`` on ``data`` (from ``checkpoint``, if given); when the run reaches its last step, publish the
-    final folder. The trackers end last: ``accelerator.end_training()`` also ends the process group."""
-    finetuner = Finetuner(args, accelerator, model, data, processor)
+             checkpoint: Path | None = None, finetuner_class: type[Finetuner] = Finetuner) -> TrainingOutcome:
+    """Train ``model`` on ``data`` with ``finetuner_class`` (from ``checkpoint``, if given); when the run reaches its
+    last step, publish the final folder. The trackers end last: ``accelerator.end_training()`` also ends the process
+    group."""
+    finetuner = finetuner_class(args, accelerator, model, data, processor)
     outcome = finetuner.train(checkpoint)
     if outcome.finished:
         publish(args, accelerator, finetuner.model, processor, data, outcome, kind, transfer)
@@ -117,8 +124,9 @@ def hyperparameters(args, accelerator, outcome: TrainingOutcome) -> dict:
         "train_steps": outcome.max_steps,
         "seed": args.seed,
     }
-    if getattr(args, "max_length", None):
-        settings["max_length"] = args.max_length
+    for name in TASK_SETTINGS:
+        if getattr(args, name, None):
+            settings[name] = getattr(args, name)
     if getattr(args, "attention_transfer_steps", 0):
         settings["attention_transfer_steps"] = args.attention_transfer_steps
     return settings

@@ -1,0 +1,199 @@
+"""Masked-LM continued pretraining (Transformers' ``run_mlm_no_trainer.py``, with this package's loop): what
+``finetune/run_mlm.py`` runs, and a library call, :func:`main` (``argv`` -> the run's ``TrainingOutcome``).
+
+The model is ``EffAttnRobertaForMaskedLM`` from a RoBERTa/BERT checkpoint (its attention swapped for
+``--attention_type``, its positions extended to ``--max_length`` tokens) or from one of this package's text folders.
+A checkpoint without a masked-LM head (a bare encoder, such as a sentence-transformers model) is refused unless
+``--new_mlm_head`` asks for a new one (initialised, its decoder tied to the word embeddings); ``--train_head_only``
+freezes everything else, e.g. to fit a new head before the encoder trains. Evaluation reports the mean cross-entropy
+over the masked tokens (``loss``) and its exponential (``perplexity``); the best model has the lowest perplexity.
+
+Everything else is the fine-tuning scripts': checkpoints and exact resumption, the output folder's rules, tracking,
+mixed precision through Accelerate, and the Hub-ready folder with its model card.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+
+import torch
+import torch.nn.functional as F
+
+from .. import EffAttnRobertaForMaskedLM
+from ..command_line import positive_int
+from .loop import Finetuner
+from .masked_lm_data import add_masked_lm_data_arguments, prepare_masked_lm_data
+from .model_card import CardKind
+from .models import is_preset, load_tokenizer, with_processor_option
+from .run import Recipe
+
+logger = logging.getLogger(__name__)
+
+IGNORED = -100  # the label of a token that is not a target
+HEAD_PREFIX = "lm_head."
+MASKED_LM = CardKind(
+    pipeline_tag="fill-mask",
+    architecture_tag="roberta",
+    processor_class="AutoTokenizer",
+    model_class="AutoModelForMaskedLM",
+    usage_example=(
+        '```python\ninputs = processor(f"Paris is the {processor.mask_token} of France.", return_tensors="pt")\n'
+        "position = (inputs.input_ids[0] == processor.mask_token_id).nonzero()[0, 0]\n"
+        "print(processor.decode(model(**inputs).logits[0, position].argmax()))\n```"
+    ),
+    training_phrase="trained further by masked-language modelling (continued pretraining)",
+)
+
+
+def add_masked_lm_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of ``run_mlm.py`` beyond the shared ones: its data, positions, the head and memory."""
+    add_masked_lm_data_arguments(parser)
+    group = parser.add_argument_group("masked LM")
+    group.add_argument("--max_length", type=positive_int, default=None,
+                       help="Extend a RoBERTa/BERT checkpoint's positions to this many tokens (Longformer-style "
+                            "copies of the learnt ones) as it is loaded; default: keep its own.")
+    group.add_argument("--new_mlm_head", action="store_true",
+                       help="Give a checkpoint without a masked-LM head (an encoder only, e.g. MiniLM) a new one, "
+                            "initialised, its decoder tied to the word embeddings.")
+    group.add_argument("--train_head_only", action="store_true",
+                       help="Train the masked-LM head alone, the encoder and the word embeddings (the tied decoder) "
+                            "frozen: e.g. first fit a new head at the checkpoint's own length.")
+    group.add_argument("--gradient_checkpointing", action="store_true",
+                       help="Recompute each layer's activations in the backward pass: less memory for long inputs, "
+                            "about a third more compute.")
+
+
+def checkpoint_config(args: argparse.Namespace):
+    """The config that ``--model_name_or_path`` loads with (our text config), read before anything is loaded;
+    refuses presets, vision checkpoints and other model types, and ``--lora_r``."""
+    from transformers import PreTrainedConfig
+
+    from ..conversion.convert import loadable_model_types
+
+    if is_preset(args.model_name_or_path):
+        raise ValueError(f"{args.model_name_or_path!r} is a preset (random weights): masked-LM continued pretraining "
+                         "starts from a pretrained checkpoint; convert one first, or give a RoBERTa/BERT checkpoint.")
+    if args.lora_r is not None:
+        raise ValueError("--lora_r: run_mlm.py trains the whole model (or, with --train_head_only, the head): drop "
+                         "--lora_r.")
+    source = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0]
+    model_type, family = source.get("model_type"), loadable_model_types().get(source.get("model_type"))
+    if family != "text":
+        kind = "a vision checkpoint" if family else "not a checkpoint this package loads"
+        raise ValueError(f"{args.model_name_or_path} is {kind} (model_type {model_type!r}): masked-LM pretraining "
+                         "takes a text encoder: a RoBERTa or BERT checkpoint, or one of hf_effattn's text models.")
+    config, _ = EffAttnRobertaForMaskedLM.config_from_checkpoint(source, args.attention_type, args.attention_config,
+                                                                 {})
+    return config
+
+
+def check_sequence_length(args: argparse.Namespace, limit: int) -> None:
+    """``--max_seq_length`` fits the ``limit`` tokens the model embeds; else the error names the fixes."""
+    if args.max_seq_length <= limit:
+        return
+    length = args.max_seq_length
+    raise ValueError(f"--max_seq_length {length} is longer than the {limit} tokens {args.model_name_or_path} takes: "
+                     f"extend its positions with --max_length {length} (or convert it first with hf-effattn convert "
+                     f"... --max_length {length}), or use --max_seq_length {limit} or less.")
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse, before any data is read, what the checkpoint cannot honour (see :func:`checkpoint_config`)."""
+    config = checkpoint_config(args)
+    check_sequence_length(args, args.max_length or config.attention_max_length)
+
+
+def load_masked_lm(args: argparse.Namespace, labels=None) -> EffAttnRobertaForMaskedLM:
+    """The masked-LM model of ``args``: loaded with the requested attention (and positions); a missing head refused
+    or, with ``--new_mlm_head``, initialised; frozen but for the head with ``--train_head_only``."""
+    extension = {"max_length": args.max_length} if args.max_length else {}
+    model, info = EffAttnRobertaForMaskedLM.from_pretrained(
+        args.model_name_or_path, attention_type=args.attention_type, attention_config=args.attention_config,
+        convert_attention=args.convert_attention, ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+        output_loading_info=True, **extension,
+    )
+    check_head(args, sorted(key for key in info["missing_keys"] if key.startswith(HEAD_PREFIX)))
+    check_sequence_length(args, model.config.attention_max_length)
+    if args.train_head_only:
+        for name, parameter in model.named_parameters():
+            parameter.requires_grad = name.startswith(HEAD_PREFIX)
+        trained = sum(parameter.numel() for parameter in model.parameters() if parameter.requires_grad)
+        logger.info(f"--train_head_only: training the masked-LM head's {trained:,} parameters; the encoder and the "
+                    "word embeddings (the head's tied decoder) are frozen.")
+    if args.gradient_checkpointing:  # Transformers >= 5.x: activation_checkpointing_enable, the older name before
+        (getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable)()
+    return model
+
+
+def check_head(args: argparse.Namespace, new_head_weights: list[str]) -> None:
+    """A checkpoint that lacks (part of) a masked-LM head needs ``--new_mlm_head``; one that has it must not get it."""
+    path = args.model_name_or_path
+    if new_head_weights and not args.new_mlm_head:
+        raise ValueError(f"{path} has no masked-LM head (it lacks {', '.join(new_head_weights)}): pass --new_mlm_head "
+                         "to initialise one (its decoder tied to the word embeddings), best trained first alone with "
+                         "--train_head_only.")
+    if args.new_mlm_head and not new_head_weights:
+        raise ValueError(f"--new_mlm_head: {path} has a masked-LM head already, which continued pretraining keeps: "
+                         "drop --new_mlm_head.")
+    if new_head_weights:
+        logger.warning(f"--new_mlm_head: a new masked-LM head for {path} ({', '.join(new_head_weights)} initialised; "
+                       "its decoder is tied to the word embeddings).")
+
+
+def masked_token_losses(logits: torch.Tensor, labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per example, the summed cross-entropy over its masked tokens and their count: logits ``[B, N, V]``, labels
+    ``[B, N]`` (``-100`` where not a target) -> ``([B]`` float32, ``[B]`` int64``)``. Only the masked positions'
+    logits are cast to float32."""
+    masked = labels != IGNORED
+    losses = F.cross_entropy(logits[masked].float(), labels[masked], reduction="none")  # [M]
+    sums = torch.zeros(labels.shape[0], device=logits.device).index_add_(0, masked.nonzero()[:, 0], losses)
+    return sums, masked.sum(dim=1)
+
+
+def loss_metrics(loss_sum: float, tokens: int) -> dict[str, float]:
+    """The mean loss over ``tokens`` masked tokens and the perplexity, its exponential (infinite past a float's
+    range; NaN without a masked token)."""
+    loss = loss_sum / tokens if tokens else math.nan
+    try:
+        perplexity = math.exp(loss)
+    except OverflowError:
+        perplexity = math.inf
+    return {"loss": loss, "perplexity": perplexity}
+
+
+class MaskedLMFinetuner(Finetuner):
+    """The loop of the fine-tuning scripts, evaluating a masked-LM model by its loss and perplexity."""
+
+    def evaluate_split(self, loader) -> dict[str, float]:
+        """The mean cross-entropy over every masked token of the split (all processes), and its exponential."""
+        loss_sum, tokens = torch.zeros((), dtype=torch.float64), 0
+        for batch in loader:
+            labels = batch.pop("labels")
+            sums, counts = masked_token_losses(self.model(**batch).logits, labels)
+            sums, counts = self.accelerator.gather_for_metrics((sums, counts))
+            loss_sum += sums.double().sum().cpu()
+            tokens += int(counts.sum())
+        return loss_metrics(loss_sum.item(), tokens)
+
+
+RECIPE = Recipe(
+    description="Continue the masked-LM pretraining of an efficient-attention RoBERTa-style encoder on raw text.",
+    add_data_arguments=add_masked_lm_arguments,
+    load_processor=load_tokenizer,
+    prepare_data=prepare_masked_lm_data,
+    load_model=load_masked_lm,
+    card_kind=MASKED_LM,
+    finetuner=MaskedLMFinetuner,
+)
+parse_args = RECIPE.parse_args
+run_recipe = with_processor_option(RECIPE, "tokenizer_name")
+
+
+def main(argv: list[str] | None = None):
+    """Run ``run_mlm.py`` with the options ``argv`` (default: the command line); returns the ``TrainingOutcome``:
+    ``outcome.final_metrics["validation"]`` holds ``loss`` and ``perplexity``, ``outcome.finished`` says whether
+    the run reached its last step (else it paused at ``--stop_after_steps``)."""
+    check_options(parse_args(argv))
+    return run_recipe(argv)

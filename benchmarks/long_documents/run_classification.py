@@ -1,24 +1,34 @@
 #!/usr/bin/env python
 """Classification of long documents (Linux documentation -> subsystem): SDPA at 512 and 2,048 against the mechanisms.
 
-Every run fine-tunes with ``finetune/run_text_classification.py``'s own code (``--train_file data/train.jsonl
---validation_file data/test.jsonl``, batch 1, ``--steps`` optimizer steps, so each seed sees its own sample of the
-training documents; settings fixed in advance, not tuned on the test split) and records the test accuracy in
-``results/classification/<config>_seed<seed>.json``. Configurations (``--configs``):
+Configurations (``--configs``):
 
-``sdpa_512``       MiniLM as shipped, documents truncated to 512 tokens;
-``sdpa_2048``      MiniLM with positions copied to 2,048 (``models/sdpa-2048-extended`` of run_masked_lm.py);
-``<mechanism>_2048``  the mechanism after extension + long attention transfer (``models/<mechanism>-2048-transfer``),
-                   or after the masked-LM pretraining too with ``--after mlm`` (``models/<mechanism>-2048-mlm``).
+``sdpa_512``          MiniLM as shipped, documents truncated to their first 512 tokens;
+``sdpa_2048``         MiniLM with positions copied to 2,048 (``models/sdpa-2048-extended`` of run_masked_lm.py);
+``<mechanism>_2048``  the mechanism after extension + long attention transfer (``models/<mechanism>-2048-transfer``);
+                      ``--after extended`` / ``--after mlm`` take the model of that stage of run_masked_lm.py instead.
 
-``--measure`` times one training step (forward, backward, AdamW step; batch 1, a real document at the configuration's
-length; the median of ``--repeats`` after one warm-up, configurations taking turns) and its peak memory (PyTorch's
-CPU allocator, as ``hf-effattn bench`` measures it), into ``results/classification/step_<config>.json``.
-``--table`` prints the Markdown table (mean and standard error over the seeds found) and writes
-``results/classification.md`` and ``.png``.
+Three measurements, each writing JSON under ``results/classification/``:
 
-    python benchmarks/long_documents/run_classification.py --configs sdpa_512 sdpa_2048 kerformer_2048 --seeds 1 2 3
-    python benchmarks/long_documents/run_classification.py --measure --configs sdpa_512 sdpa_2048 kerformer_2048
+``--probe``     linear probe (what fits a CPU): the frozen encoder's last hidden state averaged over the tokens, one
+                document at a time, for the first ``--probe_train_per_label`` training documents of each label and
+                the 50 test documents; then, per seed, a logistic regression (standardised features, L2) on that
+                seed's own sample of ``--probe_sample`` documents per label; test accuracy per seed
+                (``probe_<name>.json``).
+(default)       fine-tuning with ``finetune/run_text_classification.py``'s own code (``--train_file
+                data/train.jsonl --validation_file data/test.jsonl``), ``--steps`` optimizer steps, so each seed
+                sees its own sample and order of the training documents; settings fixed in advance, not tuned on
+                the test split (``<name>_seed<seed>.json``).
+``--measure``   one training step (forward, backward, AdamW step; batch 1, a real document at the configuration's
+                length): median time of ``--repeats`` after one warm-up, configurations taking turns, and its peak
+                memory (PyTorch's allocator, as ``hf-effattn bench`` measures it) (``step_<config>.json``).
+
+``--table`` prints the Markdown table (mean and standard error over the seeds) and writes ``results/classification.md``
+and ``.png``.
+
+    python benchmarks/long_documents/run_classification.py --probe --configs sdpa_512 sdpa_2048 kerformer_2048
+    python benchmarks/long_documents/run_classification.py --measure --repeats 2
+    python benchmarks/long_documents/run_classification.py --configs sdpa_512 --seeds 1 2 3 --steps 24
     python benchmarks/long_documents/run_classification.py --table
 """
 
@@ -62,7 +72,7 @@ def finetune(config: str, seed: int, args) -> dict:
     outcome = main([
         *model_arguments(config, args.after), "--train_file", str(DATA / "train.jsonl"),
         "--validation_file", str(DATA / "test.jsonl"), "--max_length", str(length_of(config)),
-        "--per_device_train_batch_size", "1", "--per_device_eval_batch_size", "1",
+        "--per_device_train_batch_size", str(args.batch_size), "--per_device_eval_batch_size", str(args.batch_size),
         "--gradient_accumulation_steps", str(args.accumulation), "--learning_rate", str(args.learning_rate),
         "--num_warmup_steps", str(args.steps // 10), "--max_train_steps", str(args.steps), "--seed", str(seed),
         "--output_dir", str(output), "--overwrite_output_dir",
@@ -70,7 +80,8 @@ def finetune(config: str, seed: int, args) -> dict:
     seconds = round(time.perf_counter() - started, 1)
     shutil.rmtree(output)  # ~90 MB a run; the metrics are what the table needs
     return {"config": config, "seed": seed, "after": after_of(config, args.after),
-            "steps": args.steps, "accumulation": args.accumulation, "learning_rate": args.learning_rate,
+            "steps": args.steps, "batch_size": args.batch_size, "accumulation": args.accumulation,
+            "learning_rate": args.learning_rate,
             "max_length": length_of(config), "test": outcome.final_metrics["validation"], "run_seconds": seconds,
             "history": outcome.state.history}
 
@@ -269,9 +280,10 @@ def main() -> None:
     parser.add_argument("--seeds", nargs="+", type=int, default=[1, 2, 3])
     parser.add_argument("--after", choices=tuple(AFTER), default="transfer",
                         help="which stage of run_masked_lm.py the mechanisms start from")
-    parser.add_argument("--steps", type=int, default=32, help="optimizer steps (batch 1)")
+    parser.add_argument("--steps", type=int, default=24, help="optimizer steps")
+    parser.add_argument("--batch_size", type=int, default=1, help="documents per step and device")
     parser.add_argument("--accumulation", type=int, default=1)
-    parser.add_argument("--learning_rate", type=float, default=1e-4)
+    parser.add_argument("--learning_rate", type=float, default=3e-4)
     parser.add_argument("--probe", action="store_true", help="linear probe of the frozen encoder instead")
     parser.add_argument("--probe_train_per_label", type=int, default=20, help="training documents encoded per label")
     parser.add_argument("--probe_sample", type=int, default=16, help="of which each seed's fit takes this many")

@@ -34,6 +34,7 @@ four windows of 510. ``--table`` prints the Markdown table and writes ``results/
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import subprocess
 import sys
@@ -202,7 +203,7 @@ def convert_command(attention: str, output: Path, args, transfer: bool) -> list[
         command.append("--convert_attention")
     if transfer:
         command += ["--transfer_data", str(DATA / "mlm_train.jsonl"), "--transfer_max_length", str(LONG),
-                    "--transfer_batch_size", "1", "--transfer_steps", str(args.transfer_steps)]
+                    "--transfer_batch_size", str(args.batch_size), "--transfer_steps", str(args.transfer_steps)]
     return command
 
 
@@ -210,7 +211,8 @@ def mlm_command(attention: str, args) -> list[str]:
     return [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"),
             "--model_name_or_path", str(MODELS / f"{attention}-{LONG}-transfer"),
             "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
-            "--max_eval_samples", "2", "--max_seq_length", str(LONG), "--per_device_train_batch_size", "1",
+            "--max_eval_samples", "2", "--max_seq_length", str(LONG),
+            "--per_device_train_batch_size", str(args.batch_size),
             "--gradient_accumulation_steps", str(args.mlm_accumulation),
             "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
             "--seed", "42", "--output_dir", str(MODELS / f"{attention}-{LONG}-mlm"), "--overwrite_output_dir"]
@@ -236,7 +238,15 @@ def run_stage(stage: str, attention: str, args) -> None:
     command, folder = stage_commands(stage, attention, args)
     seconds = run_command(command)
     result = {"row": f"{attention}_{LONG}_{stage}", "command": " ".join(command), "command_seconds": seconds}
+    if stage == "transfer":
+        result["transfer"] = transfer_summary(folder)
     write_result(KIND, result["row"], {**result, **evaluate_folder(folder, LONG)})
+
+
+def transfer_summary(folder: Path) -> dict:
+    """The transfer report's steps and the last hidden state's token cosine to the teacher, before and after."""
+    report = json.loads((folder / "attention_transfer.json").read_text())
+    return {key: report[key] for key in ("steps", "learning_rate", "hidden_cosine_before", "hidden_cosine_after")}
 
 
 ROWS = [("sdpa_512", "`sdpa` at 512 (MiniLM + head trained alone): the reference")]
@@ -245,7 +255,12 @@ STAGE_NAMES = {"extend": "after extension", "transfer": "after long transfer", "
 
 def loss_cell(row: str) -> str:
     result = read_result(KIND, row)
-    return f"{result['loss']:.3f}" if result else "not run"
+    if not result:
+        return "not run"
+    if "transfer" in result:
+        before, after = result["transfer"]["hidden_cosine_before"], result["transfer"]["hidden_cosine_after"]
+        return f"{result['loss']:.3f} (cosine {before:.2f} -> {after:.2f})"
+    return f"{result['loss']:.3f}"
 
 
 def table() -> str:
@@ -291,10 +306,11 @@ def main() -> None:
     parser.add_argument("--head_steps", type=int, default=400)
     parser.add_argument("--head_batch_size", type=int, default=256, help="masked tokens per head step")
     parser.add_argument("--head_learning_rate", type=float, default=1e-3)
-    parser.add_argument("--transfer_steps", type=int, default=40)
-    parser.add_argument("--mlm_steps", type=int, default=40)
+    parser.add_argument("--batch_size", type=int, default=1, help="sequences per transfer and MLM step")
+    parser.add_argument("--transfer_steps", type=int, default=30)
+    parser.add_argument("--mlm_steps", type=int, default=30)
     parser.add_argument("--mlm_accumulation", type=int, default=1)
-    parser.add_argument("--mlm_learning_rate", type=float, default=5e-5)
+    parser.add_argument("--mlm_learning_rate", type=float, default=1e-4)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table", action="store_true", help="only print the table of the saved results")
     args = parser.parse_args()

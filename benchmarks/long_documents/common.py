@@ -55,6 +55,31 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
+def figure_and_axes():
+    """A new matplotlib figure (no display needed) and its axes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(7, 4))
+
+
+def save_figure(figure, axes, path: Path) -> None:
+    if axes.get_legend_handles_labels()[0]:
+        axes.legend(fontsize=8)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+
+
+def publish(name: str, text: str, plot) -> None:
+    """Write ``results/<name>.md`` and, with ``plot(path)``, ``results/<name>.png``; print the table."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{name}.md").write_text(text + "\n")
+    plot(RESULTS / f"{name}.png")
+    print(text)
+
+
 def default_device():
     """CUDA where there is one, else the CPU."""
     import torch

@@ -40,8 +40,8 @@ import statistics
 import time
 from pathlib import Path
 
-from common import DATA, HERE, LONG, MECHANISMS, MODELS, default_device, markdown_table, mean_and_error, \
-    minilm_folder, read_jsonl, read_result, set_threads, write_result
+from common import DATA, LONG, MECHANISMS, MODELS, default_device, figure_and_axes, markdown_table, mean_and_error, \
+    minilm_folder, publish, read_jsonl, read_result, save_figure, set_threads, write_result
 
 KIND = "classification"
 CONFIGS = ("sdpa_512", "sdpa_2048", *(f"{mechanism}_{LONG}" for mechanism in MECHANISMS))
@@ -254,12 +254,7 @@ def table() -> str:
 
 
 def plot(path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = figure_and_axes()
     for config, after in rows_to_show():
         accuracies, step = probe_accuracies(run_name(config, after)), read_result(KIND, f"step_{config}")
         if accuracies and step:
@@ -269,9 +264,7 @@ def plot(path: Path) -> None:
     axes.set_xscale("log")
     axes.set_xlabel("seconds per training step (batch 1)")
     axes.set_ylabel("linear probe: test accuracy, %")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    save_figure(figure, axes, path)
 
 
 def main() -> None:
@@ -305,11 +298,7 @@ def main() -> None:
                 for config in args.configs:
                     name = run_name(config, after_of(config, args.after))
                     write_result(KIND, f"{name}_seed{seed}", finetune(config, seed, args))
-    text = table()
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "classification.md").write_text(text + "\n")
-    plot(HERE / "results" / "classification.png")
-    print(text)
+    publish(KIND, table(), plot)
 
 
 if __name__ == "__main__":

@@ -41,8 +41,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import DATA, HERE, LONG, MECHANISMS, MODELS, default_device, markdown_table, minilm_folder, read_jsonl, \
-    read_result, set_threads, write_result
+from common import DATA, HERE, LONG, MECHANISMS, MODELS, default_device, figure_and_axes, markdown_table, \
+    minilm_folder, publish, read_jsonl, read_result, save_figure, set_threads, write_result
 
 KIND = "masked_lm"
 SHORT, CONTENT = 512, 2040
@@ -275,12 +275,7 @@ def table() -> str:
 
 
 def plot(path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    figure, axes = plt.subplots(figsize=(7, 4))
+    figure, axes = figure_and_axes()
     for attention in ("sdpa", *MECHANISMS):
         points = [(i, read_result(KIND, f"{attention}_{LONG}_{stage}")) for i, stage in enumerate(STAGE_NAMES)]
         points = [(i, r["loss"]) for i, r in points if r]
@@ -292,9 +287,7 @@ def plot(path: Path) -> None:
     axes.set_xticks(range(len(STAGE_NAMES)), list(STAGE_NAMES.values()))
     axes.set_ylabel("held-out MLM loss (nats / masked token)")
     axes.set_yscale("log")
-    axes.legend(fontsize=8)
-    figure.tight_layout()
-    figure.savefig(path, dpi=120)
+    save_figure(figure, axes, path)
 
 
 def main() -> None:
@@ -320,11 +313,7 @@ def main() -> None:
             for attention in ["sdpa"] if stage == "head" else args.attentions:
                 if not (attention == "sdpa" and stage in ("transfer", "mlm")):
                     run_stage(stage, attention, args)
-    text = table()
-    (HERE / "results").mkdir(exist_ok=True)
-    (HERE / "results" / "masked_lm.md").write_text(text + "\n")
-    plot(HERE / "results" / "masked_lm.png")
-    print(text)
+    publish(KIND, table(), plot)
 
 
 if __name__ == "__main__":

@@ -222,6 +222,8 @@ def runs_of(name: str) -> list[dict]:
 def percent_cell(values: list[float]) -> str:
     if not values:
         return "not run"
+    if len(values) == 1:
+        return f"{100 * values[0]:.1f} (1 seed)"
     mean, error = mean_and_error([100 * value for value in values])
     return f"{mean:.1f} ± {error:.1f} ({len(values)})"
 

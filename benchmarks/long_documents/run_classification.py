@@ -257,12 +257,14 @@ def table() -> str:
 
 def plot(path: Path) -> None:
     figure, axes = figure_and_axes()
+    colours = {config: f"C{index}" for index, config in enumerate(CONFIGS)}
+    markers = {None: "o", "extended": "s", "transfer": "^", "mlm": "D"}
     for config, after in rows_to_show():
         accuracies, step = probe_accuracies(run_name(config, after)), read_result(KIND, f"step_{config}")
         if accuracies and step:
             mean, error = mean_and_error([100 * value for value in accuracies])
-            axes.errorbar(step["step_seconds"], mean, yerr=error, marker="o", capsize=3,
-                          label=run_name(config, after))
+            axes.errorbar(step["step_seconds"], mean, yerr=error, marker=markers[after], color=colours[config],
+                          capsize=3, linestyle="none", label=run_name(config, after))
     axes.set_xscale("log")
     axes.set_xlabel("seconds per training step (batch 1)")
     axes.set_ylabel("linear probe: test accuracy, %")

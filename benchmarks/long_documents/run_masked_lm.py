@@ -272,8 +272,9 @@ def loss_cell(row: str) -> str:
 def table() -> str:
     reference = read_result(KIND, "sdpa_512")
     header = ["attention at 2,048", *STAGE_NAMES.values()]
-    body = [[f"`{attention}`", *(loss_cell(f"{attention}_{LONG}_{stage}") for stage in STAGE_NAMES)]
-            for attention in ("sdpa", *MECHANISMS)]
+    body = [["`sdpa` (copied positions)", loss_cell(f"sdpa_{LONG}_extend"), *["-"] * (len(STAGE_NAMES) - 1)]]
+    body += [[f"`{attention}`", *(loss_cell(f"{attention}_{LONG}_{stage}") for stage in STAGE_NAMES)]
+             for attention in MECHANISMS]
     intro = f"MLM loss at 512 of MiniLM (`sdpa`, head trained alone): {loss_cell('sdpa_512')}"
     if reference:
         intro += f" (before the head was trained: {reference['head']['heldout_loss_before']:.3f})"
@@ -290,9 +291,9 @@ def plot(path: Path) -> None:
     reference = read_result(KIND, "sdpa_512")
     if reference:
         axes.axhline(reference["loss"], color="black", linestyle="--", label="sdpa @ 512 (reference)")
-    axes.set_xticks(range(len(STAGE_NAMES)), list(STAGE_NAMES.values()))
+    axes.set_xticks(range(len(STAGE_NAMES)), [name.replace("after ", "").replace(" pretraining", "")
+                                              for name in STAGE_NAMES.values()])
     axes.set_ylabel("held-out MLM loss (nats / masked token)")
-    axes.set_yscale("log")
     save_figure(figure, axes, path)
 
 

@@ -63,8 +63,8 @@ def test_a_bad_or_missing_option_is_one_line_naming_help(tmp_path, capsys, nothi
     assert refused(capsys, ["source", "--attention_type", "kerformer", "--max_length", "0", "--output_dir", out]) == (
         "hf-effattn convert: error: argument --max_length: expected an integer >= 1, got '0' "
         "(see hf-effattn convert --help)")
-    assert refused(capsys, ["source", "--output_dir", out]) == (
-        "hf-effattn convert: error: the following arguments are required: --attention_type "
+    assert refused(capsys, ["source", "--attention_type", "kerformer"]) == (
+        "hf-effattn convert: error: the following arguments are required: --output_dir "
         "(see hf-effattn convert --help)")
 
 

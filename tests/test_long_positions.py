@@ -168,6 +168,21 @@ def test_convert_extends_the_model_its_tokenizer_and_card(tmp_path, caplog):
     assert_loads_as_remote_code(tmp_path / "out", "AutoModelForMaskedLM", inputs, logits)
 
 
+def test_convert_extends_a_checkpoint_of_ours_keeping_its_mechanism(tmp_path):
+    """Without --attention_type, convert keeps the checkpoint's own mechanism and settings: here it only extends."""
+    torch.manual_seed(0)
+    settings = {"se_mode": "token", "se_reduction": 2}
+    hf_effattn.EffAttnRobertaModel(text_config("kerformer", attention_config=settings)).save_pretrained(
+        tmp_path / "ours")
+    argv = ["convert", str(tmp_path / "ours"), "--max_length", str(LONG), "--output_dir", str(tmp_path / "out")]
+    assert cli.main(argv) == 0
+    original, extended = loaded(tmp_path / "ours"), loaded(tmp_path / "out")
+    assert (extended.config.attention_type, extended.config.attention_config["se_reduction"]) == ("kerformer", 2)
+    assert extended.config.attention_max_length == LONG
+    inputs = text_inputs(length=original.config.attention_max_length)
+    torch.testing.assert_close(hidden(extended, inputs), hidden(original, inputs), rtol=1e-6, atol=1e-6)
+
+
 def test_convert_refuses_the_other_familys_size(tmp_path):
     save_source(transformers.RobertaModel, "roberta", tmp_path / "source")
     with pytest.raises(ValueError, match="--image_size does not apply to a text checkpoint: .* --max_length"):

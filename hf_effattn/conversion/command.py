@@ -18,7 +18,8 @@ from .transfer import MODEL_LENGTH, TRAINABLE, TransferReport
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a local folder or Hub id of a RoBERTa, BERT, ViT or hf_effattn checkpoint")
-    parser.add_argument("--attention_type", required=True, choices=list_attentions())
+    parser.add_argument("--attention_type", default=None, choices=list_attentions(),
+                        help="the mechanism (default: the checkpoint's own, sdpa for a RoBERTa, BERT or ViT checkpoint)")
     parser.add_argument("--attention_config", type=json.loads, default=None, metavar="JSON",
                         help='the mechanism\'s settings, e.g. \'{"se_mode": "channel"}\' (default: paper defaults)')
     parser.add_argument("--output_dir", required=True, type=Path,

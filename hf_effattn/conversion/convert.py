@@ -92,12 +92,15 @@ def check_found(checkpoint) -> None:
                                 "such as FacebookAI/roberta-base.") from None
 
 
-def convert(checkpoint: str, attention_type: str, output_dir, task: str | None = None,
+def convert(checkpoint: str, attention_type: str | None, output_dir, task: str | None = None,
             attention_config: dict | None = None, convert_attention: bool = False,
             ignore_mismatched_sizes: bool = False, transfer: dict | None = None, max_length: int | None = None,
             image_size: int | None = None, overwrite_output_dir: bool = False, license: str | None = None,
             **config_overrides):
     """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+
+    ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
+    ViT checkpoint): e.g. to extend one of ours with ``max_length``.
 
     ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.conversion.output_folder`): it may not be
     the checkpoint's folder, nor a folder that is not empty unless ``overwrite_output_dir``, which replaces it whole.
@@ -129,7 +132,8 @@ def convert(checkpoint: str, attention_type: str, output_dir, task: str | None =
     saved = loader.config_from_checkpoint(source, None, None, {})[0]
     if size:
         saved.resized(saved.size_values(*size.values())).check_extends(saved, checkpoint)
-    check_request(family, task, attention_type, attention_config, transfer, config_overrides)
+    check_request(family, task, attention_type or source.get("attention_type", "sdpa"), attention_config, transfer,
+                  config_overrides)
     batches, transfer_arguments = None, {}
     if transfer:
         check_softmax(source.get("attention_type", "sdpa"), checkpoint)

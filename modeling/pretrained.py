@@ -204,8 +204,8 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
         raise ValueError(
             f"{path} was saved with {described[0]}, but {described[1]} was asked for: its attention weights "
             "would be dropped or misread. Load it without attention_type/attention_config, or pass "
-            "convert_attention=True to convert it explicitly (shared weights are reused, the others "
-            "initialised; both are listed)."
+            "convert_attention=True (--convert_attention on the command line) to convert it explicitly (shared "
+            "weights are reused, the others initialised; both are listed)."
         )
     logger.warning(f"Converting {path} from {described[0]} to {described[1]}.")
 

@@ -396,6 +396,11 @@ def test_max_length_extends_the_positions_of_the_checkpoint(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "long")
     assert tokenizer.model_max_length == 64
     assert len(tokenizer(" ".join(["w1"] * 100), truncation=True).input_ids) == 64
+    card = (tmp_path / "long" / "README.md").read_text()
+    assert ("extended as it loaded for this training run from the source checkpoint's `max_length` of 32 to 64"
+            in card)
+    assert "roberta.embeddings.position_embeddings.weight" in card
+    assert "This run then trained it on inputs of up to 64 tokens." in card
 
 
 def test_a_max_length_below_the_checkpoints_is_refused_naming_max_seq_length(tmp_path):

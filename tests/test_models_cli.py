@@ -108,6 +108,20 @@ def test_convert_writes_a_hub_ready_folder(tmp_path):
     assert model(**text_inputs()).logits.shape == (3, 9, 2)
 
 
+def test_convert_of_our_own_checkpoint_to_another_mechanism_names_the_option(tmp_path, capsys):
+    hf_effattn.EffAttnRobertaModel(text_config("kerformer")).save_pretrained(tmp_path / "kerformer")
+    argv = ["convert", str(tmp_path / "kerformer"), "--attention_type", "dba", "--output_dir", str(tmp_path / "dba")]
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    assert exit.value.code == 2
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert error.startswith(f"hf-effattn convert: error: {tmp_path / 'kerformer'} was saved with "
+                            "attention_type='kerformer'") and "(--convert_attention on the command line)" in error
+    assert not (tmp_path / "dba").exists()
+    assert cli.main([*argv, "--convert_attention"]) == 0
+    assert json.loads((tmp_path / "dba" / "config.json").read_text())["attention_type"] == "dba"
+
+
 def test_convert_refuses_shape_changes_in_one_line_unless_allowed(tmp_path, capsys):
     hf_effattn.EffAttnRobertaModel(text_config("kerformer")).save_pretrained(tmp_path / "token")
     argv = ["convert", str(tmp_path / "token"), "--attention_type", "kerformer", "--attention_config",

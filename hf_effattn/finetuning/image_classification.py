@@ -3,7 +3,7 @@
 
 from .image_data import add_image_data_arguments, prepare_image_data
 from .model_card import IMAGE_CLASSIFICATION
-from .models import load_image_classifier, load_image_processor, with_processor_option
+from .models import load_image_classifier, load_image_processor
 from .run import Recipe
 
 RECIPE = Recipe(
@@ -12,8 +12,9 @@ RECIPE = Recipe(
     load_processor=load_image_processor,
     prepare_data=prepare_image_data,
     load_model=load_image_classifier,
+    processor_option="image_processor_name",
     card_kind=IMAGE_CLASSIFICATION,
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args
-main = with_processor_option(RECIPE, "image_processor_name")
+main = RECIPE.main

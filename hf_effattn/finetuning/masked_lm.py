@@ -26,7 +26,7 @@ from ..command_line import positive_int
 from .loop import Finetuner
 from .masked_lm_data import add_masked_lm_data_arguments, prepare_masked_lm_data
 from .model_card import CardKind
-from .models import is_preset, load_tokenizer, with_processor_option
+from .models import is_preset, load_tokenizer
 from .run import Recipe
 
 logger = logging.getLogger(__name__)
@@ -125,6 +125,8 @@ def load_masked_lm(args: argparse.Namespace, labels=None) -> EffAttnRobertaForMa
         output_loading_info=True, **extension,
     )
     check_head(args, sorted(key for key in info["missing_keys"] if key.startswith(HEAD_PREFIX)))
+    if info["position_extension"]:  # the model card says so (run.card_content)
+        args.position_extension = {**info["position_extension"], "trained_length": args.max_seq_length}
     check_sequence_length(args, model.config.attention_max_length)
     if args.train_head_only:
         for name, parameter in model.named_parameters():
@@ -195,16 +197,16 @@ RECIPE = Recipe(
     prepare_data=prepare_masked_lm_data,
     load_model=load_masked_lm,
     card_kind=MASKED_LM,
+    processor_option="tokenizer_name",
     finetuner=MaskedLMFinetuner,
+    check_options=check_options,
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args
-run_recipe = with_processor_option(RECIPE, "tokenizer_name")
 
 
 def main(argv: list[str] | None = None):
     """Run ``run_mlm.py`` with the options ``argv`` (default: the command line); returns the ``TrainingOutcome``:
     ``outcome.final_metrics["validation"]`` holds ``loss`` and ``perplexity``, ``outcome.finished`` says whether
     the run reached its last step (else it paused at ``--stop_after_steps``)."""
-    check_options(parse_args(argv))
-    return run_recipe(argv)
+    return RECIPE.main(argv)

@@ -141,7 +141,9 @@ class CardContent:
     extra_tags: list[str] = field(default_factory=list)
     transfer: dict | None = None  # a TransferReport as a dict, when attention transfer ran before fine-tuning
     lora: bool = False  # the folder holds a LoRA adapter and its base (``base_model/``), not the whole model
-    extension: dict | None = None  # the input size extended at conversion: from_pretrained's "position_extension"
+    # The input size extended at conversion or as a training run loaded the model: from_pretrained's
+    # "position_extension", with "trained_length", the longest input the run trained on, for the latter.
+    extension: dict | None = None
     license: License = License(None)
 
 

@@ -11,8 +11,6 @@ takes ``--model``. A preset has no tokenizer or image processor, so they are exp
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import functools
 import logging
 
 from .. import EffAttnRobertaForSequenceClassification, EffAttnViTForImageClassification
@@ -112,15 +110,3 @@ def load_image_processor(name_or_path: str, processor_name: str | None = None):
     logger.info("Image processor: ViTImageProcessor resizing to %dx%d, scaled to [-1, 1] (pass --image_processor_name "
                 "for another).", image_size, image_size)
     return ViTImageProcessor(size={"height": image_size, "width": image_size})
-
-
-def with_processor_option(recipe, option: str):
-    """``recipe.main`` whose processor loader also gets the value of the command-line ``option`` (the tokenizer or
-    image processor to use, e.g. ``tokenizer_name``), as ``processor_name``."""
-
-    def main(argv: list[str] | None = None):
-        chosen = getattr(recipe.parse_args(argv), option)
-        loader = functools.partial(recipe.load_processor, processor_name=chosen)
-        return dataclasses.replace(recipe, load_processor=loader).main(argv)
-
-    return main

@@ -34,11 +34,13 @@ class Recipe:
 
     description: str
     add_data_arguments: Callable  # (parser) -> None
-    load_processor: Callable  # (model_name_or_path) -> tokenizer or image processor
+    load_processor: Callable  # (model_name_or_path, processor_name) -> tokenizer or image processor
     prepare_data: Callable  # (args, processor) -> PreparedData
     load_model: Callable  # (args, LabelInfo) -> model
     card_kind: CardKind
+    processor_option: str  # the option naming another tokenizer or image processor (e.g. "tokenizer_name")
     finetuner: type[Finetuner] = Finetuner  # the training loop: a subclass evaluates other tasks (e.g. masked LM)
+    check_options: Callable = lambda args: None  # (args) -> None: refuse, before anything loads, what it can't honour
 
     def build_parser(self):
         """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""
@@ -51,11 +53,12 @@ class Recipe:
         """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""
         args = self.parse_args(argv)
         check_found(args.model_name_or_path)
+        self.check_options(args)
         accelerator = create_accelerator(args)
         prepare_output_folder(args, accelerator)
         checkpoint = (resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
                       if args.resume_from_checkpoint else None)
-        processor = self.load_processor(args.model_name_or_path)
+        processor = self.load_processor(args.model_name_or_path, getattr(args, self.processor_option))
         with accelerator.main_process_first():
             data = self.prepare_data(args, processor)
         model = self.load_model(args, data.labels)
@@ -180,6 +183,7 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         transfer=transfer,
         lora=is_peft_model(unwrapped),
         license=card_license(args.model_name_or_path, args.license),
+        extension=getattr(args, "position_extension", None),  # set by a script that extends the model as it loads
     )
 
 

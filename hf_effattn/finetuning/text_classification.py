@@ -2,7 +2,7 @@
 ``finetune/run_text_classification.py`` runs."""
 
 from .model_card import TEXT_CLASSIFICATION
-from .models import load_text_classifier, load_tokenizer, with_processor_option
+from .models import load_text_classifier, load_tokenizer
 from .run import Recipe
 from .text_data import add_text_data_arguments, prepare_text_data
 
@@ -12,8 +12,9 @@ RECIPE = Recipe(
     load_processor=load_tokenizer,
     prepare_data=prepare_text_data,
     load_model=load_text_classifier,
+    processor_option="tokenizer_name",
     card_kind=TEXT_CLASSIFICATION,
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args
-main = with_processor_option(RECIPE, "tokenizer_name")
+main = RECIPE.main

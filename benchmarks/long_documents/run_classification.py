@@ -176,7 +176,7 @@ def measure(configs: list[str], args) -> None:
     import torch
     from transformers import AutoTokenizer
 
-    from hf_effattn.benchmark import peak_bytes, timed_seconds
+    from hf_effattn.benchmark.measuring import peak_bytes, timed_seconds
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_folder())
     text = read_jsonl("train")[0]["text"]

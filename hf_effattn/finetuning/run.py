@@ -28,6 +28,10 @@ TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "mlm_probabilit
                  "train_head_only", "gradient_checkpointing")
 
 
+def no_option_checks(args) -> None:
+    """The options check of a script that refuses nothing beyond what every script refuses."""
+
+
 @dataclass(frozen=True)
 class Recipe:
     """What a modality's script is made of; :meth:`main` is the script."""
@@ -40,7 +44,7 @@ class Recipe:
     card_kind: CardKind
     processor_option: str  # the option naming another tokenizer or image processor (e.g. "tokenizer_name")
     finetuner: type[Finetuner] = Finetuner  # the training loop: a subclass evaluates other tasks (e.g. masked LM)
-    check_options: Callable = lambda args: None  # (args) -> None: refuse, before anything loads, what it can't honour
+    check_options: Callable = no_option_checks  # (args) -> None: refuse, before anything loads, what it can't honour
 
     def build_parser(self):
         """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""

@@ -320,6 +320,9 @@ def plot(path: Path) -> None:
     reference = read_result(KIND, "sdpa_512")
     if reference:
         axes.axhline(reference["loss"], color="black", linestyle="--", label="sdpa @ 512 (reference)")
+    control = read_result(KIND, "sdpa_512_mlm")
+    if control:
+        axes.axhline(control["loss"], color="grey", linestyle=":", label="sdpa @ 512 after the same MLM (control)")
     axes.set_xticks(range(len(stages)), [name.replace("after ", "").replace(" pretraining", "")
                                          for name in stages.values()])
     axes.set_ylabel("held-out MLM loss (nats / masked token)")

@@ -49,3 +49,12 @@ def test_windows_hold_the_same_masked_tokens_at_every_length(content):
         assert window_labels[0, 0] == window_labels[0, -1] == -100
     assert torch.equal(torch.cat([w[0][0, 1:-1] for w in windows]), inputs)
     assert torch.equal(torch.cat([w[1][0, 1:-1] for w in windows]), labels)
+
+
+def test_each_stage_runs_for_the_attentions_it_applies_to():
+    everything = ["sdpa", "kerformer", "psf"]
+    assert run_masked_lm.stage_attentions("head", ["kerformer"]) == ["sdpa"]
+    assert run_masked_lm.stage_attentions("mlm_512", everything) == ["sdpa"]
+    assert run_masked_lm.stage_attentions("extend", everything) == everything
+    for stage in ("transfer", "mlm", "mlm_more"):  # sdpa is the teacher, and not pretrained at 2,048
+        assert run_masked_lm.stage_attentions(stage, everything) == ["kerformer", "psf"]

@@ -2,7 +2,7 @@
 hf_effattn that a test run may never reach: every such name must exist where the script takes it from."""
 
 import ast
-import importlib
+import importlib.util
 from pathlib import Path
 
 import pytest

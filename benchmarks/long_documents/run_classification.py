@@ -52,15 +52,22 @@ def length_of(config: str) -> int:
     return int(config.rsplit("_", 1)[1])
 
 
-def model_arguments(config: str, after: str) -> list[str]:
-    """Where a configuration's encoder comes from, as ``run_text_classification.py`` options."""
+def model_source(config: str, after: str) -> tuple[str, dict]:
+    """Where a configuration's encoder comes from: the checkpoint and the arguments it loads with."""
     if config == "sdpa_512":
-        return ["--model_name_or_path", str(minilm_folder()), "--attention_type", "sdpa"]
+        return str(minilm_folder()), {"attention_type": "sdpa"}
     attention = config.rsplit("_", 1)[0]
     folder = MODELS / f"{attention}-{LONG}-{'extended' if attention == 'sdpa' else after}"
     if not folder.is_dir():
         raise SystemExit(f"error: {folder} is missing; run run_masked_lm.py --stages head extend transfer first")
-    return ["--model_name_or_path", str(folder)]
+    return str(folder), {}
+
+
+def model_arguments(config: str, after: str) -> list[str]:
+    """:func:`model_source` as ``run_text_classification.py`` options."""
+    checkpoint, loading = model_source(config, after)
+    return ["--model_name_or_path", checkpoint, *(item for name, value in loading.items()
+                                                  for item in (f"--{name}", value))]
 
 
 def finetune(config: str, seed: int, args) -> dict:
@@ -88,9 +95,8 @@ def finetune(config: str, seed: int, args) -> dict:
 
 def load_model(model_class, config: str, after: str, **kwargs):
     """The configuration's encoder as ``model_class`` (e.g. with a new 5-label head)."""
-    arguments = model_arguments(config, after)
-    extra = {"attention_type": arguments[3]} if len(arguments) > 2 else {}
-    return model_class.from_pretrained(arguments[1], **extra, **kwargs)
+    checkpoint, loading = model_source(config, after)
+    return model_class.from_pretrained(checkpoint, **loading, **kwargs)
 
 
 def load_classifier(config: str, after: str):

@@ -245,6 +245,14 @@ def stage_commands(stage: str, attention: str, args) -> tuple[list[str], Path]:
     return mlm_command(MODELS / f"{attention}-{LONG}-{source}", output, seed, args), output
 
 
+def stage_attentions(stage: str, chosen: list[str]) -> list[str]:
+    """The attentions of ``chosen`` a stage runs for: ``head`` and ``mlm_512`` are MiniLM's own (``sdpa`` at 512);
+    ``sdpa`` is extended but neither transferred (it is the teacher) nor pretrained at 2,048."""
+    if stage in ("head", "mlm_512"):
+        return ["sdpa"]
+    return [attention for attention in chosen if attention != "sdpa" or stage == "extend"]
+
+
 def run_stage(stage: str, attention: str, args) -> None:
     if stage == "head":
         result = train_head(args)
@@ -268,7 +276,6 @@ def transfer_summary(folder: Path) -> dict:
     return {key: report[key] for key in ("steps", "learning_rate", "hidden_cosine_before", "hidden_cosine_after")}
 
 
-ROWS = [("sdpa_512", "`sdpa` at 512 (MiniLM + head trained alone): the reference")]
 STAGE_NAMES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after MLM pretraining",
                "mlm_more": "after more MLM pretraining"}
 
@@ -352,9 +359,8 @@ def main() -> None:
     if not args.table:
         set_threads(args.threads)
         for stage in args.stages:
-            for attention in ["sdpa"] if stage in ("head", "mlm_512") else args.attentions:
-                if not (attention == "sdpa" and stage in ("transfer", "mlm", "mlm_more")):
-                    run_stage(stage, attention, args)
+            for attention in stage_attentions(stage, args.attentions):
+                run_stage(stage, attention, args)
     publish(KIND, table(), plot)
 
 

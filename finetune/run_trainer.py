@@ -24,7 +24,7 @@ import dataclasses
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
-from hf_effattn.command_line import run_script
+from hf_effattn.command_line import run_script, with_window_settings
 from hf_effattn.conversion import check_found
 from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
 from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
@@ -56,6 +56,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     training_args, options = build_parser().parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
+    options.attention_config = with_window_settings(options.attention_config, options.local_window,
+                                                    options.global_tokens)
     options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 

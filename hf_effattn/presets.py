@@ -13,7 +13,8 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
   (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
   updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
-  ones (timm would store it unread). Transformers' ``attn_implementation="eager"`` / ``"sdpa"`` picks that
+  ones (timm would store it unread). ``local_window`` and ``global_tokens`` (every mechanism's window settings)
+  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``. Transformers' ``attn_implementation="eager"`` / ``"sdpa"`` picks that
   mechanism when the name does not pick another; other values raise. ``pretrained=True`` raises: presets have
   no weights.
 
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .modeling.attentions import list_attentions
-from .modeling.configuration_effattn import EffAttnRobertaConfig, EffAttnViTConfig
+from .modeling.configuration_effattn import WINDOW_SETTINGS, EffAttnRobertaConfig, EffAttnViTConfig
 from .modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from .modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
 
@@ -167,9 +168,11 @@ def create_config(name: str, **overrides):
     architecture, attention_type = resolve(name)
     attention_type = attention_from_overrides(name, attention_type, overrides)
     config_class = FAMILIES[architecture.family][0]
+    window = {setting: overrides.pop(setting) for setting in WINDOW_SETTINGS if setting in overrides}
     check_config_names(config_class, overrides)
     attention_config = {
-        **architecture.attention_overrides.get(attention_type, {}), **(overrides.pop("attention_config", None) or {})
+        **architecture.attention_overrides.get(attention_type, {}), **(overrides.pop("attention_config", None) or {}),
+        **window,
     }
     values = {**architecture.config, **overrides}
     return config_class(attention_type=attention_type, attention_config=attention_config, **values)

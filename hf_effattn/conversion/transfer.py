@@ -48,6 +48,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..hybrid_parts import (
+    WindowDropout, check_mechanism_weights, check_window_dropout, has_hybrid_layers, mechanism_weights, only_part,
+)
 from ..modeling.attention_base import AttentionOutput
 from ..modeling.attention_vanilla import EagerAttention
 from .peak_memory import peak_memory
@@ -66,13 +69,17 @@ REPORT_NUMBERS = ("steps", "learning_rate", "examples_seen", "hidden_cosine_befo
 @dataclass
 class LayerTransfer:
     """One layer's attention-block error before and after the transfer: the MSE the transfer minimises and
-    the mean cosine similarity of student and teacher outputs, over the real tokens of the report batches."""
+    the mean cosine similarity of student and teacher outputs, over the real tokens of the report batches; with a
+    local window beside the mechanism, the learned weight of the mechanism's part per head (``sigma(mechanism_logit)``)
+    and the MSE after with the mechanism's part switched off (what the mechanism adds to the window)."""
 
     layer: int
     mse_before: float
     mse_after: float
     cosine_before: float
     cosine_after: float
+    mechanism_weight: list[float] | None = None
+    mse_after_window_alone: float | None = None
 
 
 @dataclass
@@ -91,6 +98,7 @@ class TransferReport:
     hidden_cosine_after: float
     layers: list[LayerTransfer]
     data: str | None = None
+    window_dropout: float = 0.0
     losses: list[float] = field(default_factory=list)
     longest_input: int | None = None
     peak_memory_bytes: int | None = None
@@ -119,7 +127,9 @@ class TransferReport:
             raise ValueError(f"{path} is not an attention-transfer report ({type(error).__name__}: {error}): remove "
                              "it, or write the folder anew.") from None
         numbers = [getattr(report, name) for name in REPORT_NUMBERS]
-        numbers += [value for layer in report.layers for value in asdict(layer).values()]
+        numbers += [value for layer in report.layers for value in asdict(layer).values()
+                    if not isinstance(value, list) and value is not None]
+        numbers += [value for layer in report.layers for value in layer.mechanism_weight or []]
         if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in numbers):
             raise ValueError(f"{path} is not an attention-transfer report (a number is missing or not a number): "
                              "remove it, or write the folder anew.")
@@ -132,6 +142,11 @@ class TransferReport:
                  f"{'layer':>5}  {'MSE before':>10}  {'MSE after':>10}  {'cosine before':>13}  {'cosine after':>12}"]
         lines += [f"{r.layer:>5}  {r.mse_before:>10.4g}  {r.mse_after:>10.4g}  {r.cosine_before:>13.4f}  "
                   f"{r.cosine_after:>12.4f}" for r in self.layers]
+        if any(r.mechanism_weight for r in self.layers):
+            lines.append(f"beside the local window (window dropout {self.window_dropout:g}): per layer, the MSE after "
+                         "with the mechanism's part switched off, and its weight per head")
+            lines += [f"{r.layer:>5}  {r.mse_after_window_alone:>10.4g}  "
+                      + " ".join(f"{w:.3f}" for w in r.mechanism_weight) for r in self.layers]
         lines.append(f"last hidden state, token cosine to the teacher: {self.hidden_cosine_before:.4f} -> "
                      f"{self.hidden_cosine_after:.4f}")
         if self.longest_input is not None:
@@ -350,7 +365,8 @@ def endless(data: Iterable[dict]) -> Iterator[dict]:
 @torch.no_grad()
 def measure(model: nn.Module, teacher: nn.Module, batches: list[dict]) -> tuple[list[tuple[float, float]], float]:
     """Per layer ``(MSE, cosine)`` under teacher forcing, and the last hidden state's token cosine, averaged
-    over ``batches`` (in eval mode)."""
+    over ``batches`` (in eval mode; the hybrid layers' parts as :func:`~hf_effattn.hybrid_parts.only_part` sets
+    them)."""
     device = next(model.parameters()).device
     was_training = model.training
     model.eval()
@@ -368,12 +384,17 @@ def measure(model: nn.Module, teacher: nn.Module, batches: list[dict]) -> tuple[
 
 
 def transfer_step(model: nn.Module, teacher: nn.Module, inputs: dict, parameters: list[nn.Parameter],
-                  max_grad_norm: float) -> tuple[torch.Tensor, int]:
+                  max_grad_norm: float, part: str | None = None) -> tuple[torch.Tensor, int]:
     """One step's forward and backward (the optimizer's step is the caller's): the teacher's targets, every
-    layer's loss, their sum's gradients clipped to ``max_grad_norm``. Returns the loss and the input length N."""
+    layer's loss, their sum's gradients clipped to ``max_grad_norm``; ``part``: the hybrid layers' part that runs
+    alone this step (window dropout), or None. Returns the loss and the input length N."""
     layer_inputs, mask, targets, _ = teacher_targets(teacher, inputs)
-    outputs = student_outputs(model, layer_inputs, mask)
+    with only_part(model, part):
+        outputs = student_outputs(model, layer_inputs, mask)
     loss = sum(masked_mse(o, t, mask) for o, t in zip(outputs, targets))
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"The attention-transfer loss became {loss.item()}: lower the learning rate "
+                                 "(--transfer_learning_rate).")
     loss.backward()
     torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
     return loss.detach(), layer_inputs[0].shape[1]
@@ -390,6 +411,7 @@ def transfer_attention(
     warmup_ratio: float = 0.05,
     lr_scheduler_type: str = "cosine",
     max_grad_norm: float = 1.0,
+    window_dropout: float = 0.0,
     report_data: Iterable[dict] | None = None,
     report_batches: int = 4,
     data_description: str | None = None,
@@ -406,6 +428,9 @@ def transfer_attention(
         lr_scheduler_type: a Transformers schedule (``"cosine"``, ``"linear"``, ``"constant_with_warmup"``, ...),
             after a linear warm-up over ``warmup_ratio`` of the steps.
         train: which parameters train: ``"mechanism"``, ``"attention"`` (default) or ``"attention_block"``.
+        window_dropout: with a local window beside the mechanism, the share of steps on which the window is switched
+            off, so that the mechanism's part learns to reproduce the teacher alone (see
+            :mod:`hf_effattn.hybrid_parts`); the draws depend on the step only.
         report_data: batches to measure before and after on (default: the first ``report_batches`` of ``data``).
         data_description: what the data was, for the report and the model card.
         progress: show a progress bar with the loss.
@@ -416,6 +441,8 @@ def transfer_attention(
     if steps < 1:
         raise ValueError(f"steps={steps}: the transfer needs at least one step.")
     check_pair(model, teacher)
+    check_window_dropout(model, window_dropout, "window_dropout (--transfer_window_dropout)")
+    dropout = WindowDropout(window_dropout)
     teacher.eval()
     report_set = list(report_data) if report_data is not None else []
     batches = endless(data)
@@ -433,10 +460,11 @@ def transfer_attention(
         before, hidden_before = measure(model, teacher, report_set)
         with training_only(model, parameters), tqdm(total=steps, desc="Attention transfer",
                                                     disable=not progress) as bar:
-            for _ in range(steps):
+            for step in range(steps):
                 inputs = model_inputs(next(batches), device)
-                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm)
+                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm, dropout.part(step))
                 optimizer.step()
+                check_mechanism_weights(model, "lower the learning rate (--transfer_learning_rate)")
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 losses.append(loss.item())
@@ -445,10 +473,16 @@ def transfer_attention(
                 bar.set_postfix(loss=f"{losses[-1]:.4g}")
                 bar.update(1)
         after, hidden_after = measure(model, teacher, report_set)
+        window_alone, weights = [None] * len(after), [None] * len(after)
+        if has_hybrid_layers(model):
+            with only_part(model, "window"):
+                window_alone = [mse for mse, _ in measure(model, teacher, report_set)[0]]
+            weights = mechanism_weights(model)
     return TransferReport(
         attention_type=model.config.attention_type, train=train, steps=steps, learning_rate=learning_rate,
         examples_seen=examples, hidden_cosine_before=hidden_before, hidden_cosine_after=hidden_after,
-        layers=[LayerTransfer(i, b[0], a[0], b[1], a[1]) for i, (b, a) in enumerate(zip(before, after))],
-        data=data_description, losses=losses, longest_input=longest, peak_memory_bytes=peak.bytes,
-        peak_memory_method=peak.method,
+        layers=[LayerTransfer(i, b[0], a[0], b[1], a[1], w, alone)
+                for i, (b, a, w, alone) in enumerate(zip(before, after, weights, window_alone))],
+        data=data_description, window_dropout=window_dropout, losses=losses, longest_input=longest,
+        peak_memory_bytes=peak.bytes, peak_memory_method=peak.method,
     )

@@ -34,6 +34,7 @@ from hf_effattn.finetuning.output_folder import check_output_folder, remove_prev
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
+from hf_effattn.hybrid_parts import mechanism_weights
 
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
                    "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed")
@@ -115,6 +116,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
         transfer=transfer,
         lora=is_peft_model(model),
         license=card_license(options.model_name_or_path, options.license),
+        window_weights=mechanism_weights(model) or None,
     )
 
 

@@ -35,8 +35,8 @@ MIN_BLOCK = 32  # the fewest queries in a block: a smaller window still scores 3
 
 
 class WindowOutput(NamedTuple):
-    """``context [B, h, N, d]`` (token positions), ``global_rows [B, N]`` (True at the global tokens, whose rows
-    are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
+    """``context [B, h, N, d]`` (token positions), ``global_rows [B or 1, N]`` (True at the global tokens, whose
+    rows are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
 
     context: torch.Tensor
     global_rows: torch.Tensor
@@ -161,9 +161,9 @@ class LocalWindow(nn.Module):
         return WindowBlocks(order.lengths, length, self.radius, self.global_tokens, device)
 
     def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B, N]`` bool: the global tokens (rank below g), at their positions."""
-        ranks = torch.arange(length, device=device) if order.padding_mask is None else order.ranks
-        return (ranks < self.global_tokens).expand(len(order.lengths), length)
+        """``[B, N]`` (``[1, N]`` without padding) bool: the global tokens (rank below g), at their positions."""
+        ranks = torch.arange(length, device=device)[None] if order.padding_mask is None else order.ranks
+        return ranks < self.global_tokens
 
     def global_context(self, query, key, value, blocks: WindowBlocks, dropout: nn.Module) -> torch.Tensor:
         """The global tokens' rows, exact softmax over every real key: ``[B, h, g, d]`` from rank-ordered
@@ -197,11 +197,9 @@ class LocalWindow(nn.Module):
         return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part (for
-        ``output_attentions`` and the tests' references only: it is N x N)."""
-        ranks = torch.arange(length, device=device).expand(len(order.lengths), length)
-        if order.padding_mask is not None:
-            ranks = order.ranks
+        """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part (for
+        ``output_attentions`` only: it is N x N)."""
+        ranks = torch.arange(length, device=device)[None] if order.padding_mask is None else order.ranks
         near = (ranks[:, :, None] - ranks[:, None, :]).abs() <= self.radius
         exact = near | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
         if order.padding_mask is not None:

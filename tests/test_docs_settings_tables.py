@@ -19,8 +19,6 @@ import hf_effattn
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 HEADER = re.compile(r"^\| `([a-z_]+)` setting \| Allowed values \| Default \| What it does \|$")
 ROW = re.compile(r"^\| `([a-z_]+)` \| ([^|]+) \| `([^`|]+)` \| [^|]+ \|$")
-WITH_SETTINGS = [name for name in hf_effattn.list_attentions()
-                 if dataclasses.fields(hf_effattn.get_attention_class(name).settings_class)]
 
 
 def settings_tables() -> dict[str, list[tuple[str, str, str]]]:
@@ -44,9 +42,26 @@ def settings_tables() -> dict[str, list[tuple[str, str, str]]]:
 
 
 def declared(name: str) -> list[tuple[str, str, str]]:
-    """What the code declares: ``(setting, Spec.describe(), repr(default))`` per field, in order."""
+    """What the code declares: ``(setting, Spec.describe(), repr(default))`` per field, in order; the local
+    window's settings, which every mechanism inherits, only where the mechanism declares them anew (they have a
+    table of their own on the local-window page)."""
     fields = dataclasses.fields(hf_effattn.get_attention_class(name).settings_class)
-    return [(field.name, field.metadata["spec"].describe(), repr(field.default)) for field in fields]
+    return [described(field) for field in fields if described(field) not in WINDOW_SETTINGS]
+
+
+def described(field) -> tuple[str, str, str]:
+    return field.name, field.metadata["spec"].describe(), repr(field.default)
+
+
+WINDOW_SETTINGS = [described(field) for field in dataclasses.fields(hf_effattn.AttentionSettings)]
+WITH_SETTINGS = [name for name in hf_effattn.list_attentions() if declared(name)]
+
+
+def test_window_settings_table_equals_the_declarations():
+    lines = (DOCS / "local-window.md").read_text().splitlines()
+    start = lines.index("| Window setting | Allowed values | Default | What it does |")
+    rows = [ROW.match(line).groups() for line in lines[start + 2:start + 2 + len(WINDOW_SETTINGS)]]
+    assert [(name, allowed.strip(), default) for name, allowed, default in rows] == WINDOW_SETTINGS
 
 
 def test_only_registered_mechanisms_have_tables():

@@ -16,7 +16,7 @@ import pytest
 import torch
 
 import hf_effattn
-from models_helpers import MECHANISMS, pixel_values, text_config, text_inputs, vision_config
+from models_helpers import HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
 
 onnxruntime = pytest.importorskip("onnxruntime")
 pytest.importorskip("onnxscript")  # torch.onnx.export's exporter writes the graph with it
@@ -63,7 +63,7 @@ def assert_onnx_equals_eager(path, model: torch.nn.Module, runs: list[dict[str, 
         torch.testing.assert_close(logits, expected, atol=1e-5, rtol=1e-4)
 
 
-@pytest.mark.parametrize("name", MECHANISMS)
+@pytest.mark.parametrize("name", MECHANISMS + HYBRIDS)
 def test_onnx_traced_on_one_unpadded_sequence_equals_eager_on_padded_batches(name, tmp_path):
     model = text_model(name)
     export(model, text_inputs(**TRACED), tmp_path / "model.onnx")  # one sequence: no pads, its mask all ones
@@ -81,7 +81,7 @@ def test_onnx_psf_traced_without_mask_equals_eager_on_other_shapes(tmp_path):
     assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)
 
 
-@pytest.mark.parametrize("name", MECHANISMS)
+@pytest.mark.parametrize("name", MECHANISMS + HYBRIDS)
 def test_onnx_vision_traced_on_one_image_equals_eager_on_other_batch_sizes(name, tmp_path):
     torch.manual_seed(0)
     model = hf_effattn.EffAttnViTForImageClassification(vision_config(name, num_labels=3)).eval()
@@ -98,7 +98,7 @@ def loss_and_gradients(model: torch.nn.Module, inputs: dict) -> tuple[torch.Tens
     return loss.detach(), [parameter.grad.clone() for parameter in model.parameters()]
 
 
-@pytest.mark.parametrize("name, masked", [(name, True) for name in MECHANISMS] + [("psf", False)])
+@pytest.mark.parametrize("name, masked", [(name, True) for name in MECHANISMS + HYBRIDS] + [("psf", False)])
 def test_compile_fullgraph_equals_eager_forward_and_backward(name, masked):
     """With a padded batch, and for PSF also without a mask (its cyclic-shift kernel)."""
     torch._dynamo.reset()  # every test compiles the same forward code for another model: start from an empty cache

@@ -18,7 +18,7 @@ import transformers
 import hf_effattn
 from hf_effattn.modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from hf_effattn.modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
-from models_helpers import BLOCK_PACKAGE, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
+from models_helpers import BLOCK_PACKAGE, HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
 
 LOADER = BLOCK_PACKAGE + textwrap.dedent(
     """
@@ -54,7 +54,7 @@ def save_case(model, folder, inputs) -> None:
 
 def test_every_mechanism_loads_as_remote_code_without_the_package(tmp_path):
     folders = {}
-    for attention_type in MECHANISMS:
+    for attention_type in MECHANISMS + HYBRIDS:
         torch.manual_seed(0)
         text = hf_effattn.EffAttnRobertaForSequenceClassification(text_config(attention_type, num_labels=3))
         save_case(text, tmp_path / f"text-{attention_type}", text_inputs())

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mechanism_helpers import MECHANISMS, build, mixed_batch, pad
+from mechanism_helpers import HYBRIDS, MECHANISMS, build, mixed_batch, pad
 
 ATOL = 1e-5
 
@@ -29,7 +29,7 @@ def run(layers, x: torch.Tensor, mask: torch.Tensor | None):
 
 
 @pytest.mark.parametrize("side", ["right", "left"])
-@pytest.mark.parametrize("name", MECHANISMS)
+@pytest.mark.parametrize("name", MECHANISMS + HYBRIDS)
 def test_alone_equals_padded_in_a_batch(name, side):
     layers = two_layers(name)
     generator = torch.Generator().manual_seed(0)
@@ -41,7 +41,7 @@ def test_alone_equals_padded_in_a_batch(name, side):
 
 
 @pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
-@pytest.mark.parametrize("name", MECHANISMS)
+@pytest.mark.parametrize("name", MECHANISMS + HYBRIDS)
 def test_pads_never_contribute(name, training):
     """Real outputs are bit-for-bit unchanged when pad inputs change, and a loss on real outputs (plus
     the aux loss in training) has exactly zero gradient at pad inputs."""

@@ -133,7 +133,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     saved = loader.config_from_checkpoint(source, None, None, {})[0]
     if size:
         saved.resized(saved.size_values(*size.values())).check_extends(saved, checkpoint)
-    check_request(family, task, attention_type or source.get("attention_type", "sdpa"), attention_config, transfer,
+    check_request(family, task, *requested_attention(source, attention_type, attention_config), transfer,
                   config_overrides)
     batches, transfer_arguments = None, {}
     if transfer:
@@ -178,6 +178,15 @@ def input_size_argument(argument: str, family: str, **sizes) -> dict:
 LABELLED_TASKS = ("sequence-classification", "token-classification", "image-classification")
 
 
+def requested_attention(source: dict, attention_type: str | None, attention_config: dict | None) -> tuple[str, dict]:
+    """The mechanism and settings the conversion asks for, as ``from_pretrained`` reads them: the checkpoint's own
+    mechanism without ``attention_type``, and ``attention_config`` over its settings when the mechanism stays."""
+    saved_type = source.get("attention_type", "sdpa")
+    chosen = attention_type or saved_type
+    saved = source.get("attention_config") if chosen == saved_type else None
+    return chosen, {**(saved or {}), **(attention_config or {})}
+
+
 def check_request(family: str, task: str, attention_type: str, attention_config: dict | None,
                   transfer: dict | None, config_overrides: dict) -> None:
     """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
@@ -185,7 +194,7 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     without data or with unknown arguments."""
     from ..modeling.attention_base import build_settings
 
-    build_settings(attention_type, attention_config)
+    settings = build_settings(attention_type, attention_config)
     if "num_labels" in config_overrides and task not in LABELLED_TASKS:
         raise ValueError(f"--num_labels does nothing for the {task!r} head, which has no labels: drop it, or choose "
                          f"a head with labels (--task {' / '.join(t for t in LABELLED_TASKS if t in TASKS[family])}).")
@@ -197,6 +206,10 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     if unknown:
         raise ValueError(f"Unknown transfer argument(s) {', '.join(unknown)}: known are "
                          f"{', '.join(transfer_argument_names())}.")
+    if transfer.get("window_dropout") and (settings.local_window is None or attention_type == "local"):
+        raise ValueError(f"window_dropout={transfer['window_dropout']} (--transfer_window_dropout) acts on a local "
+                         f"window beside the mechanism, and this {attention_type!r} model has none: set local_window "
+                         "(e.g. --local_window 128), or drop the option.")
 
 
 def transfer_argument_names() -> list[str]:

@@ -63,7 +63,8 @@ REPORT_FILE = "attention_transfer.json"
 TEACHER_CHUNK_SCORES = 2**22  # the most attention scores (B * h * queries * N) the teacher computes at once
 MODEL_LENGTH = "model"  # a transfer max_length meaning: the model's own maximum length
 DEFAULT_LENGTH = 128  # the transfer max_length by default (the model's maximum length if that is shorter)
-REPORT_NUMBERS = ("steps", "learning_rate", "examples_seen", "hidden_cosine_before", "hidden_cosine_after")
+REPORT_NUMBERS = ("steps", "learning_rate", "examples_seen", "hidden_cosine_before", "hidden_cosine_after",
+                  "window_dropout")
 
 
 @dataclass
@@ -127,9 +128,10 @@ class TransferReport:
             raise ValueError(f"{path} is not an attention-transfer report ({type(error).__name__}: {error}): remove "
                              "it, or write the folder anew.") from None
         numbers = [getattr(report, name) for name in REPORT_NUMBERS]
-        numbers += [value for layer in report.layers for value in asdict(layer).values()
-                    if not isinstance(value, list) and value is not None]
-        numbers += [value for layer in report.layers for value in layer.mechanism_weight or []]
+        for layer in report.layers:  # beside a local window, also its weights and the error of the window alone
+            optional = [layer.mse_after_window_alone] if layer.mse_after_window_alone is not None else []
+            numbers += [layer.layer, layer.mse_before, layer.mse_after, layer.cosine_before, layer.cosine_after,
+                        *optional, *(layer.mechanism_weight or [])]
         if not all(isinstance(value, (int, float)) and not isinstance(value, bool) for value in numbers):
             raise ValueError(f"{path} is not an attention-transfer report (a number is missing or not a number): "
                              "remove it, or write the folder anew.")

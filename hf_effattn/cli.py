@@ -12,8 +12,8 @@ import argparse
 import importlib
 import sys
 
-from . import __version__
-from .command_line import OneLineParser, user_errors_reported
+from .version import __version__
+from .user_errors import OneLineParser, user_errors_reported
 
 SUBCOMMANDS = {
     "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),

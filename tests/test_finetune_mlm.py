@@ -33,11 +33,11 @@ from finetune_fixtures import (
 from models_helpers import BLOCK_PACKAGE
 
 from hf_effattn import EffAttnRobertaForMaskedLM
-from hf_effattn.command_line import run_script
 from hf_effattn.finetuning.checkpoints import latest_checkpoint
 from hf_effattn.finetuning.data import example_generator
 from hf_effattn.finetuning.masked_lm import load_masked_lm, parse_args
 from hf_effattn.finetuning.masked_lm_data import group_texts, prepare_masked_lm_data
+from hf_effattn.user_errors import run_script
 
 BLOCK = 16  # tokens per example
 

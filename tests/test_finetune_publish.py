@@ -25,13 +25,7 @@ from huggingface_hub import ModelCard
 
 import hf_effattn
 from hf_effattn.finetuning import publishing
-from hf_effattn.finetuning.model_card import (
-    IMAGE_CLASSIFICATION,
-    TEXT_CLASSIFICATION,
-    CardContent,
-    License,
-    render_model_card,
-)
+from hf_effattn.model_cards import IMAGE_CLASSIFICATION, TEXT_CLASSIFICATION, CardContent, License, render_model_card
 
 
 def card_content(**changes) -> CardContent:

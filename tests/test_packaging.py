@@ -15,7 +15,7 @@ import torch
 from models_helpers import assert_loads_as_remote_code
 
 import hf_effattn
-from hf_effattn.finetuning import model_card
+from hf_effattn.model_cards import card as model_card
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -76,7 +76,7 @@ WHEEL_USER = """
     from pathlib import Path
     import torch
     import hf_effattn
-    from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, write_model_card
+    from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, write_model_card
 
     assert Path(hf_effattn.__file__).is_relative_to(Path(sys.prefix)), hf_effattn.__file__
     assert Path(hf_effattn.modeling.__file__).parent == Path(hf_effattn.__file__).parent / "modeling"

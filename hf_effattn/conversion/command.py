@@ -9,9 +9,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..command_line import positive_int
+from ..argument_types import positive_int
 from ..modeling.attentions import list_attentions
-from ..presets import TASKS
+from ..model_classes import all_tasks
 from .convert import convert
 from .transfer import MODEL_LENGTH, TRAINABLE, TransferReport
 
@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a new or empty folder (never the checkpoint's own); written whole, then moved into place")
     parser.add_argument("--overwrite_output_dir", action="store_true",
                         help="replace a --output_dir that is not empty, whole (its files are not kept)")
-    parser.add_argument("--task", choices=sorted({t for tasks in TASKS.values() for t in tasks}), default=None,
+    parser.add_argument("--task", choices=all_tasks(), default=None,
                         help="the head (default: the checkpoint's own, else the bare encoder)")
     parser.add_argument("--num_labels", type=positive_int, default=None,
                         help="for a new classification head (sequence, token or image classification)")

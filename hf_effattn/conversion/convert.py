@@ -43,41 +43,13 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from ..model_cards import CardContent, card_license, converted_kind, write_model_card
+from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import pair
-from ..presets import FAMILIES, TASKS, model_class
 from .output_folder import prepare_output_folder, written_into_place
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
-
-
-def loadable_model_types() -> dict[str, str]:
-    """``model_type -> family`` (``"text"`` or ``"vision"``) for every checkpoint our models load."""
-    families = {}
-    for family, (_, auto_classes, _) in FAMILIES.items():
-        base = auto_classes["AutoModel"]
-        for model_type in (base.config_class.model_type, *base.checkpoint_key_mappings):
-            families[model_type] = family
-    return families
-
-
-def family_of(model_type: str) -> str:
-    """The family whose models load checkpoints of ``model_type``."""
-    families = loadable_model_types()
-    if model_type not in families:
-        raise ValueError(
-            f"Cannot convert a checkpoint of model_type {model_type!r}: one of {', '.join(families)} is needed."
-        )
-    return families[model_type]
-
-
-def task_of(family: str, architectures: list[str] | None) -> str:
-    """The task whose head the checkpoint was saved with (``"base"`` when it has none of ours)."""
-    for task, auto_class in TASKS[family].items():
-        suffix = auto_class.removeprefix("AutoModel")
-        if suffix and any(name.endswith(suffix) for name in architectures or ()):
-            return task
-    return "base"
 
 
 def check_found(checkpoint) -> None:
@@ -174,9 +146,6 @@ def input_size_argument(argument: str, family: str, **sizes) -> dict:
     return given
 
 
-LABELLED_TASKS = ("sequence-classification", "token-classification", "image-classification")
-
-
 def check_request(family: str, task: str, attention_type: str, attention_config: dict | None,
                   transfer: dict | None, config_overrides: dict) -> None:
     """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
@@ -221,8 +190,6 @@ def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, co
                license: str | None = None, extension: dict | None = None) -> None:
     """The folder's model card: the mechanism, the source checkpoint, its licence, an extension of its input size
     and, after a transfer, its report."""
-    from ..finetuning.model_card import CardContent, card_license, converted_kind, write_model_card
-
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,

@@ -7,7 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-from ..command_line import OneLineParser, non_negative_int, positive_int
+from ..argument_types import non_negative_int, positive_int
+from ..user_errors import OneLineParser
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 

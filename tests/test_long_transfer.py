@@ -6,6 +6,7 @@ and old reports still load."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
 import pytest
@@ -17,17 +18,11 @@ from test_transfer import run_convert
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from hf_effattn import EffAttnRobertaModel, TransferReport
-from hf_effattn.conversion import transfer
-from hf_effattn.conversion.peak_memory import CUDA_METHOD, RSS_METHOD
-from hf_effattn.conversion.transfer import (
-    REPORT_FILE,
-    load_teacher,
-    teacher_targets,
-    transfer_attention,
-    transfer_length,
-    transfer_step,
-    trainable_parameters,
-)
+from hf_effattn.conversion.transfer import REPORT_FILE, load_teacher, transfer_attention, transfer_length
+from hf_effattn.conversion.transfer import teacher as transfer_teacher
+from hf_effattn.conversion.transfer.peak_memory import CUDA_METHOD, RSS_METHOD
+from hf_effattn.conversion.transfer.teacher import teacher_targets
+from hf_effattn.conversion.transfer.training import trainable_parameters, transfer_step
 from hf_effattn.finetuning.synthetic import build_word_tokenizer, save_random_roberta
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -73,7 +68,7 @@ def test_the_chunked_teacher_equals_the_plain_teacher_and_never_holds_the_score_
     length = 40
     teacher = EffAttnRobertaModel.from_pretrained(long_source, attention_type=attention_type).eval()
     inputs = token_batch(2, length)
-    monkeypatch.setattr(transfer, "TEACHER_CHUNK_SCORES", 2 * HEADS * 5 * length)
+    monkeypatch.setattr(transfer_teacher, "TEACHER_CHUNK_SCORES", 2 * HEADS * 5 * length)
     with sdpa_kernel(SDPBackend.MATH), LargestTensor() as plain:
         expected, expected_last = plain_targets(teacher, inputs)
     with sdpa_kernel(SDPBackend.MATH), LargestTensor() as chunked:
@@ -154,7 +149,7 @@ def test_a_transfer_length_above_the_models_is_refused_before_anything_runs(long
     def no_teacher(*args, **kwargs):
         raise AssertionError("the length is checked before the teacher loads")
 
-    monkeypatch.setattr(transfer, "load_teacher", no_teacher)
+    monkeypatch.setattr(importlib.import_module("hf_effattn.conversion.convert"), "load_teacher", no_teacher)
     out = tmp_path / "out"
     refused = (rf"The transfer max_length 4096 \(--transfer_max_length\) is longer than the model's maximum length "
                rf"{LONG} .*use at most {LONG}, or 'model'.*--max_length 4096")

@@ -28,8 +28,9 @@ from models_helpers import assert_loads_as_remote_code, pixel_values, source_con
 from hf_effattn import EffAttnRobertaModel, EffAttnViTForImageClassification, EffAttnViTModel, conversion
 from hf_effattn.conversion import command
 from hf_effattn.finetuning import run as finetuning_run
-from hf_effattn.conversion.transfer import REPORT_FILE, masked_mse, transfer_attention
-from hf_effattn.conversion.transfer_data import transfer_loader
+from hf_effattn.conversion.transfer import REPORT_FILE, transfer_attention
+from hf_effattn.conversion.transfer.data import transfer_loader
+from hf_effattn.conversion.transfer.losses import masked_mse
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf", "linear", "performer", "nystromformer", "linformer",
              "cosformer"]

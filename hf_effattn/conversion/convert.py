@@ -207,7 +207,7 @@ def transfer_batches(checkpoint: str, family: str, data: str, column: str | None
                      batch_size: int = 16, max_length: int = 128, seed: int = 0):
     """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image processor (texts
     truncated to ``max_length`` tokens)."""
-    from .transfer_data import transfer_loader
+    from .transfer.data import transfer_loader
 
     loader, _, _ = PREPROCESSORS[family]
     return transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,

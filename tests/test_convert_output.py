@@ -190,7 +190,7 @@ def no_model_loads(monkeypatch):
     def from_pretrained(*args, **kwargs):
         raise AssertionError("the model was loaded before the transfer data was checked")
 
-    monkeypatch.setattr(EffAttnPreTrainedModel, "from_pretrained", classmethod(from_pretrained))
+    monkeypatch.setattr(EffAttnPreTrainedModel, "from_plan", classmethod(from_pretrained))
 
 
 def bad_transfer_data(folder: Path) -> dict[str, tuple[str, str, dict]]:

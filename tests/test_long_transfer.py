@@ -16,6 +16,7 @@ from huggingface_hub import ModelCard
 from test_memory import LargestTensor
 from test_transfer import run_convert
 from torch.nn.attention import SDPBackend, sdpa_kernel
+from transformers import PreTrainedConfig
 
 from hf_effattn import EffAttnRobertaModel, TransferReport
 from hf_effattn.conversion.transfer import REPORT_FILE, load_teacher, transfer_attention, transfer_length
@@ -191,7 +192,8 @@ def test_the_teacher_is_extended_exactly_when_the_student_is(long_source, monkey
     load_teacher(student, long_source)
     student.config.max_position_embeddings = 4096 + 2
     load_teacher(student, long_source)
-    assert calls == [{}, {"max_length": 4096}]
+    source = PreTrainedConfig.get_config_dict(long_source)[0]  # read once, handed on: from_pretrained reads it no more
+    assert calls == [{"config_dict": source}, {"config_dict": source, "max_length": 4096}]
 
 
 def test_the_teacher_of_an_extended_model_is_extended_the_same_way(long_source, tmp_path):

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,7 +27,9 @@ from finetune_fixtures import (
 from huggingface_hub import ModelCard
 from models_helpers import assert_loads_as_remote_code, pixel_values, source_config, text_inputs
 
-from hf_effattn import EffAttnRobertaModel, EffAttnViTForImageClassification, EffAttnViTModel, conversion
+import hf_effattn
+from hf_effattn import (EffAttnRobertaModel, EffAttnViTForImageClassification, EffAttnViTModel, TransferReport,
+                        conversion)
 from hf_effattn.conversion import command
 from hf_effattn.finetuning import run as finetuning_run
 from hf_effattn.conversion.transfer import REPORT_FILE, transfer_attention
@@ -242,13 +246,42 @@ def test_convert_with_transfer_reads_text_files(fmt, tmp_path, capsys):
 
 def test_a_transferred_folder_loads_as_remote_code(tmp_path):
     out = tmp_path / "out"
-    model = conversion.convert(tiny_text_checkpoint(), "psf", out,
-                               transfer={"data": write_texts(tmp_path, "txt"), "steps": 3}).eval()
+    model, report = conversion.convert(tiny_text_checkpoint(), "psf", out, output_transfer_report=True,
+                                       transfer={"data": write_texts(tmp_path, "txt"), "steps": 3})
+    model.eval()
+    assert report == TransferReport.read(out) and report.steps == 3  # the report convert returns is the one saved
+    assert conversion.convert(tiny_text_checkpoint(), "psf", tmp_path / "plain", output_transfer_report=True)[1] is None
     inputs = dict(transformers.AutoTokenizer.from_pretrained(out)(["w1 w2 a3", "w5 a1 w9 w9 w10"], padding=True,
                                                                    return_tensors="pt"))
     with torch.no_grad():
         logits = model(**inputs).logits
     assert_loads_as_remote_code(out, "AutoModelForMaskedLM", inputs, logits)
+
+
+def test_convert_reads_the_checkpoints_config_once_and_loads_its_tokenizer_once(tmp_path, monkeypatch):
+    """The pre-flight check, the model, the teacher and the transfer share one read of ``config.json`` by this
+    package (Transformers' own AutoTokenizer reads it too), and the transfer's batches and the saved folder one
+    tokenizer."""
+    ours = [Path(module.__file__).parent for module in (hf_effattn, hf_effattn.modeling)]  # two folders, editable
+    reads, tokenizers = [], []
+    get_config_dict = transformers.PreTrainedConfig.get_config_dict.__func__
+    from_pretrained = transformers.AutoTokenizer.from_pretrained.__func__
+
+    def counted_read(cls, path, *args, **kwargs):
+        caller = Path(sys._getframe(1).f_code.co_filename).resolve()
+        reads.extend([caller] if any(caller.is_relative_to(folder) for folder in ours) else [])
+        return get_config_dict(cls, path, *args, **kwargs)
+
+    def counted_load(cls, *args, **kwargs):
+        tokenizers.append(args[0])
+        return from_pretrained(cls, *args, **kwargs)
+
+    monkeypatch.setattr(transformers.PreTrainedConfig, "get_config_dict", classmethod(counted_read))
+    monkeypatch.setattr(transformers.AutoTokenizer, "from_pretrained", classmethod(counted_load))
+    conversion.convert(tiny_text_checkpoint(), "dba", tmp_path / "out",
+                       transfer={"data": write_texts(tmp_path, "txt"), "steps": 1})
+    assert [path.name for path in reads] == ["convert.py"] and tokenizers == [tiny_text_checkpoint()]
+    assert (tmp_path / "out" / "tokenizer_config.json").is_file() and (tmp_path / "out" / REPORT_FILE).is_file()
 
 
 def test_transfer_data_errors_name_the_problem(tmp_path):

@@ -13,7 +13,7 @@ from ..argument_types import positive_int
 from ..modeling.attentions import list_attentions
 from ..model_classes import all_tasks
 from .convert import convert
-from .transfer import MODEL_LENGTH, TRAINABLE, TransferReport
+from .transfer import MODEL_LENGTH, TRAINABLE
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -96,13 +96,14 @@ def transfer_arguments(args) -> dict | None:
 def run(args) -> int:
     check_options(args)
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
-    model = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
-                    attention_config=args.attention_config, convert_attention=args.convert_attention,
-                    ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
-                    max_length=args.max_length, image_size=args.image_size,
-                    overwrite_output_dir=args.overwrite_output_dir, license=args.license, **overrides)
-    if args.transfer_data is not None:
-        print(TransferReport.read(args.output_dir).format())
+    model, report = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
+                            attention_config=args.attention_config, convert_attention=args.convert_attention,
+                            ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
+                            max_length=args.max_length, image_size=args.image_size,
+                            overwrite_output_dir=args.overwrite_output_dir, license=args.license,
+                            output_transfer_report=True, **overrides)
+    if report is not None:
+        print(report.format())
     print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "
           f"attention_config={model.config.attention_config}) to {args.output_dir}")
     return 0

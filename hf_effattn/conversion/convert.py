@@ -68,8 +68,16 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
             attention_config: dict | None = None, convert_attention: bool = False,
             ignore_mismatched_sizes: bool = False, transfer: dict | None = None, max_length: int | None = None,
             image_size: int | None = None, overwrite_output_dir: bool = False, license: str | None = None,
-            **config_overrides):
-    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+            output_transfer_report: bool = False, **config_overrides):
+    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model, or with
+    ``output_transfer_report=True`` the tuple ``(model, report)``: the :class:`~hf_effattn.TransferReport` of the
+    attention transfer (``None`` without one), as ``from_pretrained(..., output_loading_info=True)`` returns its
+    extra output. The report is also saved in the folder (``attention_transfer.json``).
+
+    Everything that can be refused is refused before any weight loads, from the checkpoint's ``config.json``
+    (read once) and the request: the output folder, the checkpoint's type, the head, the mechanism's settings, the
+    input size (:meth:`~hf_effattn.modeling.pretrained.EffAttnPreTrainedModel.plan_load`, the check
+    ``from_pretrained`` runs) and the transfer's arguments and data.
 
     ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
     ViT checkpoint): e.g. to extend one of ours with ``max_length``.
@@ -101,38 +109,35 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     loader = model_class(family, task)
     size = input_size_argument(loader.config_class.size_argument, family, max_length=max_length,
                                image_size=image_size)
-    saved = loader.config_from_checkpoint(source, None, None, {})[0]
-    if size:
-        saved.resized(saved.size_values(*size.values())).check_extends(saved, checkpoint)
     check_request(family, task, attention_type or source.get("attention_type", "sdpa"), attention_config, transfer,
                   config_overrides)
+    plan = loader.plan_load(checkpoint, attention_type, attention_config, convert_attention, config_dict=source,
+                            ignore_mismatched_sizes=ignore_mismatched_sizes, output_loading_info=True, **size,
+                            **config_overrides)
+    processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
     if transfer:
         check_softmax(source.get("attention_type", "sdpa"), checkpoint)
         loader_arguments, transfer_arguments = split_transfer(transfer)
         if family == "text":
-            longest = max_length or saved.attention_max_length
+            longest = plan.target.attention_max_length
             loader_arguments["max_length"] = transfer_length(loader_arguments.get("max_length"), longest)
-        batches = transfer_batches(checkpoint, family, **loader_arguments)
-    model, info = loader.from_pretrained(
-        checkpoint, attention_type=attention_type, attention_config=attention_config,
-        convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes,
-        output_loading_info=True, **size, **config_overrides,
-    )
+        batches = transfer_batches(checkpoint, processor, family, **loader_arguments)
+    model, info = loader.from_plan(plan)
     extension = info["position_extension"]
     report = None
     if transfer:
-        report = transfer_attention(model, load_teacher(model, checkpoint), batches,
+        report = transfer_attention(model, load_teacher(model, checkpoint, config_dict=source), batches,
                                     data_description=str(transfer["data"]), **transfer_arguments)
     with written_into_place(output_dir) as folder:
         model.save_pretrained(folder)
-        save_preprocessor(checkpoint, family, folder, model.config if extension else None)
+        save_preprocessor(processor, family, folder, model.config if extension else None)
         save_sentence_transformers_modules(checkpoint, folder, model.config if extension else None)
         if report is not None:
             report.save(folder)
         write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
                    extension)
-    return model
+    return (model, report) if output_transfer_report else model
 
 
 def input_size_argument(argument: str, family: str, **sizes) -> dict:
@@ -177,7 +182,7 @@ def transfer_argument_names() -> list[str]:
 
 def loader_argument_names() -> list[str]:
     """The arguments of :func:`transfer_batches` that ``convert(transfer=...)`` passes on (``data``, ...)."""
-    return list(inspect.signature(transfer_batches).parameters)[2:]  # after checkpoint and family
+    return list(inspect.signature(transfer_batches).parameters)[3:]  # after checkpoint, processor and family
 
 
 def split_transfer(transfer: dict) -> tuple[dict, dict]:
@@ -203,15 +208,18 @@ def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, co
     ))
 
 
-def transfer_batches(checkpoint: str, family: str, data: str, column: str | None = None, split: str = "train",
-                     batch_size: int = 16, max_length: int = 128, seed: int = 0):
-    """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image processor (texts
+def transfer_batches(checkpoint: str, processor, family: str, data: str, column: str | None = None,
+                     split: str = "train", batch_size: int = 16, max_length: int = 128, seed: int = 0):
+    """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image ``processor`` (texts
     truncated to ``max_length`` tokens)."""
     from .transfer.data import transfer_loader
 
-    loader, _, _ = PREPROCESSORS[family]
-    return transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
-                           batch_size=batch_size, max_length=max_length, seed=seed)
+    if processor is None:
+        called = PREPROCESSORS[family][2]
+        raise ValueError(f"{checkpoint} has no {called}, so the transfer data cannot be read for its model: add one "
+                         "to the checkpoint, or convert without --transfer_data.")
+    return transfer_loader(data, processor, family, column=column, split=split, batch_size=batch_size,
+                           max_length=max_length, seed=seed)
 
 
 PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is called)
@@ -220,15 +228,22 @@ PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is
 }
 
 
-def save_preprocessor(checkpoint: str, family: str, output_dir, extended_config=None) -> None:
-    """Copy the checkpoint's tokenizer (text) or image processor (vision) into ``output_dir``, if it has one; for a
-    model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
+def load_preprocessor(checkpoint: str, family: str):
+    """The checkpoint's tokenizer (text) or image processor (vision), loaded once for the transfer's batches and the
+    saved folder; ``None``, with a warning, when it has none."""
     loader, config_file, called = PREPROCESSORS[family]
     if cached_file(checkpoint, config_file, _raise_exceptions_for_missing_entries=False) is None:
         logger.warning(f"{checkpoint} has no {called} ({config_file}): add one to the converted folder before "
                        "publishing it.")
+        return None
+    return loader.from_pretrained(checkpoint)
+
+
+def save_preprocessor(processor, family: str, output_dir, extended_config=None) -> None:
+    """Save the checkpoint's tokenizer (text) or image ``processor`` (vision) into ``output_dir``, if it has one; for
+    a model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
+    if processor is None:
         return
-    processor = loader.from_pretrained(checkpoint)
     if extended_config is not None:
         PREPROCESSOR_SIZES[family](processor, extended_config)
     processor.save_pretrained(output_dir)

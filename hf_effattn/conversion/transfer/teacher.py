@@ -35,21 +35,21 @@ def check_softmax(attention_type: str, teacher: str) -> None:
                          "the teacher with attention_type='sdpa'.")
 
 
-def load_teacher(model: nn.Module, source: str, source_config: dict | None = None, **kwargs) -> nn.Module:
+def load_teacher(model: nn.Module, source: str, config_dict: dict | None = None, **kwargs) -> nn.Module:
     """The teacher of ``model``: the checkpoint ``source`` it was converted from, as this package's bare encoder
     with the checkpoint's own softmax attention (``sdpa`` for a RoBERTa, BERT or ViT checkpoint). When
     ``model``'s positions were extended past the checkpoint's, the teacher's are extended the same way
-    (``max_length=``, unless ``kwargs`` give it). ``source_config``: the checkpoint's ``config.json`` dict, when the
-    caller has read it already (otherwise it is read here)."""
+    (``max_length=``, unless ``kwargs`` give it). ``config_dict``: the checkpoint's ``config.json`` as a dict, when
+    the caller has read it already; it is read here otherwise, and not again by ``from_pretrained``."""
     from transformers import PreTrainedConfig
 
-    config = source_config if source_config is not None else PreTrainedConfig.get_config_dict(source)[0]
+    config = config_dict if config_dict is not None else PreTrainedConfig.get_config_dict(source)[0]
     check_softmax(config.get("attention_type", "sdpa"), source)
     encoder = type(model.base_model)
     longest = model.config.attention_max_length
     if longest > encoder.config_from_checkpoint(config, None, None, {})[0].attention_max_length:
         kwargs.setdefault("max_length", longest)
-    return encoder.from_pretrained(source, **kwargs).eval()
+    return encoder.from_pretrained(source, config_dict=config, **kwargs).eval()
 
 
 def check_pair(model: nn.Module, teacher: nn.Module) -> None:

@@ -16,8 +16,9 @@ import transformers
 from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
 
 import hf_effattn
-from hf_effattn import listing
-from hf_effattn.benchmark import command as bench_command
+from hf_effattn.commands import bench as bench_command
+from hf_effattn.commands import list as listing
+from hf_effattn.commands import train_task as train_task_command
 from hf_effattn.modeling.attention_performer import orthogonal_gaussian_features
 from hf_effattn.synthetic_tasks import training
 from mechanism_helpers import build, mixed_batch, random_batch
@@ -210,7 +211,7 @@ def test_bench_measures_the_baselines(tmp_path):
 @pytest.mark.parametrize("attention", list(BASELINE_PAPERS))
 def test_train_task_trains_each_baseline(attention):
     parser = argparse.ArgumentParser()
-    training.add_arguments(parser)
+    train_task_command.add_arguments(parser)
     args = parser.parse_args(["adding", "--length", "16", "--attention", attention, "--steps", "3", "--batch_size", "4",
                               "--hidden_size", "16", "--num_heads", "2", "--layers", "1", "--eval_size", "8",
                               "--threads", "1"])

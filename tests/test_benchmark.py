@@ -12,7 +12,8 @@ import torch
 from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
 
 from hf_effattn import benchmark, list_attentions
-from hf_effattn.benchmark import command, guard
+from hf_effattn.benchmark import guard
+from hf_effattn.commands import bench as command
 from hf_effattn.benchmark.measuring import CPU_MEMORY_METHOD, cpu_peak_bytes
 from hf_effattn.benchmark.rows import COLUMNS
 from hf_effattn.benchmark.settings import FLOOR, PARTS
@@ -174,7 +175,7 @@ def test_settings_that_cannot_run_are_refused_up_front(monkeypatch, setting, mes
 
 
 def test_the_command_refuses_bad_settings_in_one_line_and_fails_when_nothing_was_measured(tmp_path, capsys):
-    from hf_effattn import cli
+    from hf_effattn.commands import main as cli
 
     argv = ["bench", *TINY, "--attentions", "kerformer", "--parts", "attention", "--output_dir", str(tmp_path)]
     with pytest.raises(SystemExit) as exit:

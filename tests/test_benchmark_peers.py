@@ -15,7 +15,7 @@ from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixtu
 from torch import nn
 
 from hf_effattn import benchmark
-from hf_effattn.benchmark import command
+from hf_effattn.commands import bench as command
 from hf_effattn.benchmark.measuring import measure_round_robin
 from hf_effattn.benchmark.peers import PEERS
 from hf_effattn.benchmark.rows import Infeasible

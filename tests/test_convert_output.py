@@ -18,7 +18,8 @@ import torch
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from finetune_fixtures import tiny_images, tiny_text_checkpoint, tiny_vit_checkpoint
 
-from hf_effattn import EffAttnRobertaModel, cli
+from hf_effattn import EffAttnRobertaModel
+from hf_effattn.commands import main as cli
 from hf_effattn.conversion import transfer_attention
 from hf_effattn.conversion.transfer import REPORT_FILE, TransferReport
 from hf_effattn.modeling.pretrained import EffAttnPreTrainedModel

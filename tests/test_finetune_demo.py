@@ -6,7 +6,7 @@ import json
 import pytest
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 
-from hf_effattn.cli import main
+from hf_effattn.commands.main import main
 
 
 def test_quick_demo_trains_both_mechanisms_and_reloads_as_remote_code(tmp_path, capsys):

@@ -14,7 +14,7 @@ import torch
 import transformers
 
 import hf_effattn
-from hf_effattn import cli
+from hf_effattn.commands import main as cli
 from hf_effattn.conversion import convert
 from hf_effattn.modeling.attentions import get_attention_class, list_attentions
 from hf_effattn.modeling.position_extension import tile_blocks

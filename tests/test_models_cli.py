@@ -10,8 +10,9 @@ import torch
 import transformers
 
 import hf_effattn
-from hf_effattn import cli, listing
-from hf_effattn.conversion import command as conversion_command
+from hf_effattn.commands import convert as conversion_command
+from hf_effattn.commands import list as listing
+from hf_effattn.commands import main as cli
 from models_helpers import save_source, text_config, text_inputs
 
 

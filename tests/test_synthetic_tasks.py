@@ -12,6 +12,7 @@ import pytest
 import torch
 from thread_helpers import restore_torch_threads  # noqa: F401 (an autouse fixture)
 
+from hf_effattn.commands import train_task as train_task_command
 from hf_effattn.synthetic_tasks import adding_problem, encode_listops, listops, temporal_order, training
 from hf_effattn.synthetic_tasks.generators import LISTOPS_OPERATORS, LISTOPS_VOCAB, TEMPORAL_ORDER_SYMBOLS
 
@@ -126,7 +127,7 @@ def test_generators_are_deterministic_under_a_seed(generate):
 
 def parse(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    training.add_arguments(parser)
+    train_task_command.add_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -136,7 +137,7 @@ def test_tiny_adding_run_lowers_the_loss_and_writes_metrics(attention, tmp_path)
     args = parse(["adding", "--length", "16", "--attention", attention, "--steps", "60", "--batch_size", "16",
                   "--hidden_size", "16", "--num_heads", "2", "--layers", "1", "--eval_size", "32",
                   "--warmup_steps", "5", "--log_every", "1000", "--threads", "1", "--metrics_file", str(metrics_file)])
-    assert training.run(args) == 0
+    assert train_task_command.run(args) == 0
     result = json.loads(metrics_file.read_text())
     losses = result["train_losses"]
     assert len(losses) == 60 and 0 <= result["accuracy"] <= 1

@@ -30,7 +30,7 @@ from models_helpers import assert_loads_as_remote_code, pixel_values, source_con
 import hf_effattn
 from hf_effattn import (EffAttnRobertaModel, EffAttnViTForImageClassification, EffAttnViTModel, TransferReport,
                         conversion)
-from hf_effattn.conversion import command
+from hf_effattn.commands import convert as command
 from hf_effattn.finetuning import run as finetuning_run
 from hf_effattn.conversion.transfer import REPORT_FILE, transfer_attention
 from hf_effattn.conversion.transfer.data import transfer_loader

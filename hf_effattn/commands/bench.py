@@ -1,5 +1,6 @@
-"""``hf-effattn bench``: the command line (the options of :class:`~.settings.BenchmarkSettings` and
-``--output_dir``), which runs :func:`~.runner.run_benchmark` and :func:`~.results.write_results`."""
+"""``hf-effattn bench``: the command line (the options of :class:`~hf_effattn.benchmark.BenchmarkSettings` and
+``--output_dir``), which runs :func:`~hf_effattn.benchmark.run_benchmark` and
+:func:`~hf_effattn.benchmark.write_results` (the benchmark itself is :mod:`hf_effattn.benchmark`)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,10 @@ import argparse
 import sys
 from dataclasses import fields
 
-from .peers import PEERS
-from .results import write_results
-from .runner import run_benchmark
-from .settings import DTYPES, PARTS, BenchmarkSettings
+from ..benchmark.peers import PEERS
+from ..benchmark.results import write_results
+from ..benchmark.runner import run_benchmark
+from ..benchmark.settings import DTYPES, PARTS, BenchmarkSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

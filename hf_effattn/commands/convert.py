@@ -10,10 +10,10 @@ import json
 from pathlib import Path
 
 from ..argument_types import positive_int
-from ..modeling.attentions import list_attentions
+from ..conversion.convert import convert
+from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
 from ..model_classes import all_tasks
-from .convert import convert
-from .transfer import MODEL_LENGTH, TRAINABLE
+from ..modeling.attentions import list_attentions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

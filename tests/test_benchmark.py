@@ -16,7 +16,7 @@ from hf_effattn.benchmark import guard
 from hf_effattn.commands import bench as command
 from hf_effattn.benchmark.measuring import CPU_MEMORY_METHOD, cpu_peak_bytes
 from hf_effattn.benchmark.rows import COLUMNS
-from hf_effattn.benchmark.settings import FLOOR, PARTS
+from hf_effattn.benchmark.options import FLOOR, PARTS
 from hf_effattn.benchmark.summary import crossover_length, growth_exponent
 
 TINY = ["--lengths", "8", "16", "--hidden_size", "16", "--num_heads", "2", "--repeats", "1", "--warmup", "0",

@@ -8,10 +8,10 @@ import argparse
 import sys
 from dataclasses import fields
 
+from ..benchmark.options import DTYPES, PARTS, BenchmarkSettings
 from ..benchmark.peers import PEERS
 from ..benchmark.results import write_results
 from ..benchmark.runner import run_benchmark
-from ..benchmark.settings import DTYPES, PARTS, BenchmarkSettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -72,8 +72,8 @@ def singularformer_reference(attn, x: torch.Tensor, state: torch.Tensor | None =
     """Singularformer (Wu et al., IJCAI 2023, Sec. 3).
 
     Eq. 14: ``P = X W_a + b_a`` ``[L, r]``; Eq. 10: ``alpha = softmax_r(P)``; Eqs. 11-13:
-    ``alpha_hat = softmax_L(P^T)``; Eq. 9 with the ``1/sqrt(d)`` of ``docs/mechanisms/singularformer.md`` and RealFormer's
-    residual (``state``: the previous layer's S): ``A' = softmax(S)``,
+    ``alpha_hat = softmax_L(P^T)``; Eq. 9 with the ``1/sqrt(d)`` of ``docs/mechanisms/singularformer.md`` and
+    RealFormer's residual (``state``: the previous layer's S): ``A' = softmax(S)``,
     ``S = (alpha_hat Q)(alpha_hat K)^T / sqrt(d) + S_prev``; Eq. 8 / 18: ``A = alpha A' alpha_hat``.
     Aux loss, Eqs. 15-17: ``gamma_1 L_orth + gamma_2 mean_heads L_diag``, with Eq. 15's second Gram
     matrix taken as ``alpha_hat alpha_hat^T`` (r x r). State: S ``[h, r, r]``."""

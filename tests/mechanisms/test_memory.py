@@ -1,10 +1,13 @@
 """Linear memory, structurally: the largest tensor any op creates in forward + backward grows linearly
-with the length and never reaches ``B * h * N * N`` elements; eager attention proves the detector works."""
+with the length and never reaches ``B * h * N * N`` elements; eager attention proves the detector works, and
+softmax attention's chunked code path (``max_chunk_scores``) holds no more scores than asked, exactly."""
 
 from __future__ import annotations
 
 import pytest
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
+from helpers.mechanisms import build, mixed_batch
 from helpers.memory import LargestTensor
 
 import hf_effattn
@@ -39,3 +42,29 @@ def test_memory_grows_linearly_and_never_quadratically(name):
 
 def test_detector_sees_the_quadratic_matrix_of_eager():
     assert largest_tensor("eager", LENGTH) >= HEADS * LENGTH**2
+
+
+@pytest.mark.parametrize("name", ["eager", "sdpa"])
+def test_softmax_in_query_chunks_equals_the_whole_and_holds_no_more_scores_than_asked(name):
+    """Chunks of 2 queries (of 10, on a padded float64 batch): the same context and gradients as the whole
+    softmax, and no tensor as large as the whole's scores ``[B, h, N, N]`` (the largest are the ``[B, h, N, d]``
+    projections, d = 8), where the whole holds them (sdpa on its math kernel, which writes the scores out);
+    ``output_attentions`` still gives the whole matrix."""
+    attention = build(name)
+    x, mask = mixed_batch()
+    batch, length = mask.shape
+    outputs, grads, largest = [], [], []
+    for chunk_scores in (None, batch * HEADS * 2 * length):
+        attention.max_chunk_scores = chunk_scores
+        inputs = x.clone().requires_grad_()
+        with sdpa_kernel(SDPBackend.MATH), LargestTensor() as recorder:
+            context = attention(inputs, mask).context
+        context.square().sum().backward()
+        outputs.append(context)
+        grads.append(inputs.grad)
+        largest.append(recorder.numel)
+    torch.testing.assert_close(outputs[1], outputs[0])
+    torch.testing.assert_close(grads[1], grads[0])
+    assert largest[1] < batch * HEADS * length**2 <= largest[0]
+    assert attention(x, mask, output_attentions=True).attentions.shape == (batch, HEADS, length, length)
+

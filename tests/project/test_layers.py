@@ -117,6 +117,15 @@ def test_a_module_imports_only_its_layer_and_the_ones_below(module):
     assert not above, f"{module} ({LEVELS[level]}) imports a higher layer: {', '.join(above)}"
 
 
+def test_the_tools_do_not_import_each_other():
+    """Conversion, the benchmark and the synthetic tasks share a layer and nothing else."""
+    tools = LEVELS.index("conversion, benchmark, synthetic tasks")
+    room = lambda module: module.split(".")[1]  # noqa: E731
+    for module in (module for module in MODULES if layer_of(module) == tools):
+        others = sorted(name for name in IMPORTS[module] if layer_of(name) == tools and room(name) != room(module))
+        assert not others, f"{module} imports another tool: {others}"
+
+
 def test_nothing_imports_the_package_surface():
     """The package's ``__init__`` imports every layer (and registers the Auto classes): a module that imported it
     back would import itself through it."""

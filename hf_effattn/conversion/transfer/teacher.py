@@ -12,10 +12,8 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from ...modeling.attention_base import AttentionOutput
 from ...modeling.attention_vanilla import EagerAttention
 
 SOFTMAX = ("sdpa", "eager")
@@ -65,39 +63,25 @@ def check_pair(model: nn.Module, teacher: nn.Module) -> None:
         raise ValueError(f"The teacher is on {theirs} but the model on {mine}: move it with teacher.to({str(mine)!r}).")
 
 
-def query_chunked_forward(attention: EagerAttention):
-    """A forward for the softmax ``attention`` (eval mode) that computes ``softmax(Q K^T / sqrt(d)) V`` for
-    chunks of queries, each of at most :data:`TEACHER_CHUNK_SCORES` scores ``[B, h, rows, N]``. Each query's
-    softmax is over all the keys, so every chunk is exact."""
-
-    def forward(hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        query, key, value = attention.project(hidden_states)
-        batch, heads, length, _ = query.shape
-        rows = max(1, TEACHER_CHUNK_SCORES // (batch * heads * length))
-        mask = None if padding_mask is None else padding_mask[:, None, None, :]
-        chunks = [F.scaled_dot_product_attention(queries, key, value, attn_mask=mask, scale=attention.head_dim**-0.5)
-                  for queries in query.split(rows, dim=2)]
-        return AttentionOutput(attention.merge_heads(torch.cat(chunks, dim=2)))
-
-    return forward
-
-
 @contextmanager
 def softmax_in_query_chunks(teacher: nn.Module):
-    """Within the block, every layer of ``teacher`` (softmax attention, eval mode) computes its attention in
-    chunks of queries (:func:`query_chunked_forward`): the same outputs to float precision, and never a score
-    tensor of more than :data:`TEACHER_CHUNK_SCORES` elements, whatever kernel ``sdpa`` picks."""
+    """Within the block, every layer of ``teacher`` (softmax attention) computes its attention in chunks of queries
+    of at most :data:`TEACHER_CHUNK_SCORES` scores (``EagerAttention.max_chunk_scores``, the softmax attention's
+    chunked code path): the same outputs to float precision, and never a larger score tensor, whatever kernel
+    ``sdpa`` picks. Each layer's setting is restored afterwards."""
     attentions = [layer.attention.self for layer in encoder_layers(teacher)]
     for attention in attentions:
         if not isinstance(attention, EagerAttention):
             raise ValueError(f"The teacher's attention is {type(attention).__name__}, not softmax: load the teacher "
                              "with attention_type='sdpa'.")
-        attention.forward = query_chunked_forward(attention)
+    saved = [attention.max_chunk_scores for attention in attentions]
+    for attention in attentions:
+        attention.max_chunk_scores = TEACHER_CHUNK_SCORES
     try:
         yield
     finally:
-        for attention in attentions:
-            del attention.forward
+        for attention, chunk_scores in zip(attentions, saved):
+            attention.max_chunk_scores = chunk_scores
 
 
 @torch.no_grad()

@@ -52,6 +52,18 @@ def sentence(rng: random.Random, label: int = 0) -> str:
     return " ".join(words)
 
 
+def paragraph(rng: random.Random) -> str:
+    """3 to 24 of the tiny vocabulary's words."""
+    return " ".join(f"w{rng.randrange(NUM_WORDS)}" for _ in range(rng.randint(3, 24)))
+
+
+def text_file(folder: Path, lines: list[str], name: str = "train.txt") -> str:
+    """``lines`` written to ``folder/name``, one a line; its path."""
+    path = folder / name
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
 @pytest.fixture(autouse=True)
 def one_torch_thread():
     """Train the tiny models on one thread (no spinning worker threads on a busy machine); restore afterwards.
@@ -229,6 +241,14 @@ def saved_weights(folder) -> dict:
     from safetensors.torch import load_file
 
     return load_file(str(Path(folder) / "model.safetensors"))
+
+
+def assert_same_weights(folder_a, folder_b) -> None:
+    """The two folders' saved weights are the same tensors, bit for bit, under the same names."""
+    weights_a, weights_b = saved_weights(folder_a), saved_weights(folder_b)
+    assert weights_a.keys() == weights_b.keys()
+    for name in weights_a:
+        assert torch.equal(weights_a[name], weights_b[name]), name
 
 
 def launch_two_cpu_processes(config: str, script: Path, argv: list[str]):

@@ -10,8 +10,6 @@ import configparser
 import fnmatch
 from pathlib import Path
 
-import pytest
-
 REPO = Path(__file__).resolve().parents[2]
 ROOT = "hf_effattn"
 
@@ -109,12 +107,11 @@ def test_the_modules_are_found_and_each_is_in_a_layer():
     assert {layer_of(module) for module in MODULES} == set(range(len(LAYERS)))  # every layer holds a module
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
-def test_a_module_imports_only_its_layer_and_the_ones_below(module):
-    level = layer_of(module)
-    above = sorted(f"{target} ({LEVELS[layer_of(target)]})" for imported in IMPORTS[module]
-                   for target in with_packages(imported) if layer_of(target) > level)
-    assert not above, f"{module} ({LEVELS[level]}) imports a higher layer: {', '.join(above)}"
+def test_a_module_imports_only_its_layer_and_the_ones_below():
+    upward = sorted(f"{module} ({LEVELS[layer_of(module)]}) -> {target} ({LEVELS[layer_of(target)]})"
+                    for module, imports in IMPORTS.items() for imported in imports
+                    for target in with_packages(imported) if layer_of(target) > layer_of(module))
+    assert not upward, "imports of a higher layer:\n" + "\n".join(upward)
 
 
 def test_the_tools_do_not_import_each_other():

@@ -28,7 +28,7 @@ card) and the saved tokenizer's ``model_max_length`` or image processor's ``size
 
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
 checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the texts or images of ``SOURCE``
-(:mod:`hf_effattn.conversion.transfer_data`); the report is printed and saved beside the model as
+(:mod:`hf_effattn.conversion.transfer.data`); the report is printed and saved beside the model as
 ``attention_transfer.json``.
 """
 

@@ -34,6 +34,7 @@ from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
 from hf_effattn.user_errors import run_script
+from hf_effattn.window_options import with_window_settings
 
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
                    "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed")
@@ -56,6 +57,8 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     training_args, options = build_parser().parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
+    options.attention_config = with_window_settings(options.attention_config, options.local_window,
+                                                    options.global_tokens)
     options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 

@@ -13,9 +13,10 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
   (text) or image classification (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
   updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
-  ones (timm would store it unread). Transformers' ``attn_implementation="eager"`` / ``"sdpa"`` picks that
-  mechanism when the name does not pick another; other values raise. ``pretrained=True`` raises: presets have
-  no weights.
+  ones (timm would store it unread). ``local_window`` and ``global_tokens`` (every mechanism's window settings)
+  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``. Transformers'
+  ``attn_implementation="eager"`` / ``"sdpa"`` picks that mechanism when the name does not pick another; other
+  values raise. ``pretrained=True`` raises: presets have no weights.
 
 Architectures come with the papers' own settings (see ``ARCHITECTURES``); where a mechanism's default does
 not fit an architecture, the architecture adapts it in ``attention_overrides`` with the reason. Presets
@@ -34,9 +35,11 @@ from typing import Any
 from . import model_classes
 from .deprecation import moved_names
 from .modeling.attentions import list_attentions
+from .modeling.configuration_effattn import WINDOW_SETTINGS
 
 # Moved to model_classes, still served here with a DeprecationWarning for one release.
 __getattr__ = moved_names(__name__, dict.fromkeys(("TASKS", "FAMILIES", "model_class"), "hf_effattn.model_classes"))
+
 
 @dataclass(frozen=True)
 class Architecture:
@@ -147,9 +150,11 @@ def create_config(name: str, **overrides):
     architecture, attention_type = resolve(name)
     attention_type = attention_from_overrides(name, attention_type, overrides)
     config_class = model_classes.FAMILIES[architecture.family][0]
+    window = {setting: overrides.pop(setting) for setting in WINDOW_SETTINGS if setting in overrides}
     check_config_names(config_class, overrides)
     attention_config = {
-        **architecture.attention_overrides.get(attention_type, {}), **(overrides.pop("attention_config", None) or {})
+        **architecture.attention_overrides.get(attention_type, {}), **(overrides.pop("attention_config", None) or {}),
+        **window,
     }
     values = {**architecture.config, **overrides}
     return config_class(attention_type=attention_type, attention_config=attention_config, **values)

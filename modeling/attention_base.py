@@ -10,6 +10,19 @@ and maps the layer input to the per-token context *before* the output projection
         -> AttentionOutput(context [B, N, C], state, aux_loss (scalar) or None,
                            attentions [B, h, N, N] or None)
 
+A mechanism implements :meth:`EfficientAttention.attend` (the same arguments, plus the query/key/value
+projections when the caller has them already); the base class's ``forward`` checks the length and runs it, alone
+or beside the exact local window.
+
+The local window (``local_window``, ``global_tokens``: settings every mechanism has, off by default, see
+``local_window.py``): each token attends exactly, with softmax, to the tokens within ``local_window // 2`` ranks of
+it (and to the global tokens), and through the mechanism to the rest. Two ways of putting the parts together:
+
+* kernelized mechanisms (``kernel_attention.py``) share one normaliser: the mechanism's terms stand for the keys
+  outside the window, weighted per head by ``sigma(mechanism_logit)`` (LoLCATs);
+* every other mechanism is mixed per head: ``(1 - sigma) window(x) + sigma mechanism(x)`` (:meth:`EfficientAttention.
+  attend_with_window`).
+
 Capabilities are class attributes, read by the encoder and the models so that they never branch
 on a mechanism's name:
 
@@ -19,7 +32,10 @@ on a mechanism's name:
 * ``needs_max_length``: has parameters sized by the model's maximum length; longer inputs are an error. Such a
   mechanism defines :meth:`EfficientAttention.extend_length_sized_weights`, its rule for growing them when the
   model's positions are extended (``from_pretrained(..., max_length=N)``, ``position_extension``).
-* ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``).
+* ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``; with a local window every
+  mechanism has them, since the window needs them).
+* ``takes_local_window``: takes the ``local_window`` and ``global_tokens`` settings (softmax attention does not: it
+  is exact over every token already).
 
 Settings are a frozen dataclass per mechanism (``settings_class``, a subclass of :class:`AttentionSettings`),
 built from a plain dict (``attention_config``) by :func:`build_settings`, which rejects unknown names. The
@@ -41,8 +57,9 @@ contract for a mechanism's settings:
   ``choices`` lists the allowed strings; ``none_means`` allows ``None`` and says what it stands for. A wrong
   kind raises ``TypeError``, a value out of range ``ValueError``, each naming the setting, the value, what is
   expected and the default. A field declared without :func:`~settings.setting` is a ``TypeError`` at build time.
-* Only constraints that depend on the model's shape go in :meth:`AttentionSettings.check` (a ratio at most the
-  head width, a multiple of the head count, a size that fits ``max_length``), raised with :func:`require`.
+* Only constraints that depend on the model's shape go in :meth:`AttentionSettings.check_shape` (a ratio at most
+  the head width, a multiple of the head count, a size that fits ``max_length``), raised with :func:`require`;
+  :meth:`AttentionSettings.check` runs it after the local window's checks.
 """
 
 from __future__ import annotations
@@ -57,6 +74,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from .local_window import LocalWindow
 from .settings import Spec, checked, setting  # noqa: F401 (mechanisms import ``setting`` from here)
 
 
@@ -73,7 +91,15 @@ class AttentionOutput:
 @dataclass(frozen=True)
 class AttentionSettings:
     """Base of every mechanism's settings. Subclasses add fields declared with :func:`~settings.setting` and
-    override :meth:`check` for shape-dependent constraints (see the module docstring)."""
+    override :meth:`check` for shape-dependent constraints (see the module docstring).
+
+    ``local_window``: w, each token attends exactly to the real tokens at most ``w // 2`` ranks away, beside the
+    mechanism (``local_window.py``); None (the default) runs the mechanism alone, as published.
+    ``global_tokens``: g, the first g real tokens ([CLS]) attend to, and are attended by, every token exactly
+    (Longformer's global attention); needs ``local_window``."""
+
+    local_window: int | None = setting(None, int, minimum=2, none_means="no window: the mechanism alone")
+    global_tokens: int = setting(0, int, minimum=0)
 
     def __post_init__(self):
         """Check every field against its declared spec; store ``int``/``float`` values as that kind."""
@@ -87,7 +113,21 @@ class AttentionSettings:
             object.__setattr__(self, field.name, value)
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
-        """Raise ``ValueError`` for values that do not fit the model's shape."""
+        """Raise ``ValueError`` for values that do not fit the model's shape: the window's, then the mechanism's."""
+        self.check_window(max_length)
+        self.check_shape(hidden_size, num_heads, max_length)
+
+    def check_shape(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
+        """The mechanism's own shape-dependent constraints (subclasses override)."""
+
+    def check_window(self, max_length: int | None) -> None:
+        """``local_window`` fits the maximum length; ``global_tokens`` come with a window."""
+        if self.local_window is not None and max_length:
+            require(self.local_window <= max_length, "local_window", self.local_window,
+                    f"at most the model's maximum length {max_length} (a window that covers the whole input is full "
+                    "softmax attention: use attention_type='sdpa')")
+        require(self.global_tokens == 0 or self.local_window is not None, "global_tokens", self.global_tokens,
+                "0 without a local window (global tokens are exact attention beside the window): set local_window too")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -130,6 +170,10 @@ class EfficientAttention(nn.Module):
     has_aux_loss: ClassVar[bool] = False
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
+    takes_local_window: ClassVar[bool] = True
+    # Initial sigma(mechanism_logit), the weight of the mechanism's part beside a local window (see the module
+    # docstring): the mixed mechanisms' default here, the kernelized ones' in ``kernel_attention.py``.
+    initial_mechanism_weight: ClassVar[float | None] = 0.5
     # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).
     length_limit_fix: ClassVar[str] = ""
 
@@ -150,6 +194,10 @@ class EfficientAttention(nn.Module):
         if self.needs_max_length and not max_length:
             raise ValueError(f"The {self.name!r} attention needs the model's maximum length (max_length).")
         settings.check(hidden_size, num_heads, max_length)
+        self.window = self.build_window(num_heads, settings)
+        self.parts = "both"  # with a window: "both", or "window" / "mechanism" alone (see :meth:`forward`)
+        if self.window is not None:
+            self.uses_query_key = True  # the window attends with the query and key projections
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
@@ -160,6 +208,50 @@ class EfficientAttention(nn.Module):
             self.query = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
             self.key = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
+
+    def build_window(self, num_heads: int, settings: AttentionSettings) -> LocalWindow | None:
+        """The exact local window beside the mechanism (with its per-head weight), or None without one."""
+        if settings.local_window is None:
+            return None
+        return LocalWindow(num_heads, settings.local_window, settings.global_tokens,
+                           mechanism_weight=self.initial_mechanism_weight)
+
+    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Queries, keys and values ``[B, h, N, d]`` from ``hidden_states [B, N, C]``."""
+        return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+
+    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        """See the module docstring. With a local window, ``self.parts`` chooses what runs: ``"both"`` (the
+        default), ``"window"`` (the mechanism's part switched off) or ``"mechanism"`` (the window switched off: the
+        mechanism alone, as without a window); training code sets it (window dropout, ablations), it is not saved."""
+        self.check_length(hidden_states.shape[1])
+        if self.window is None or self.parts == "mechanism":
+            return self.attend(hidden_states, padding_mask, state, output_attentions)
+        return self.attend_with_window(hidden_states, padding_mask, state, output_attentions)
+
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
+        """The mechanism alone (the paper's attention): arguments and result as ``forward``'s; ``projections``:
+        :meth:`project`'s queries, keys and values when the caller computed them already."""
+        raise NotImplementedError
+
+    def attend_with_window(self, hidden_states, padding_mask=None, state=None,
+                           output_attentions=False) -> AttentionOutput:
+        """The window and the mechanism mixed per head: ``(1 - sigma) window + sigma mechanism``, sigma =
+        ``sigmoid(window.mechanism_logit)`` ``[h]``; the global tokens' rows are the window's alone (exact)."""
+        projections = self.project(hidden_states)
+        window = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
+        if self.parts == "window":
+            return AttentionOutput(self.merge_heads(window.context), attentions=window.attentions)
+        mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
+        weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
+        mixed = (1 - weight) * window.context + weight * self.split_heads(mechanism.context)
+        context = torch.where(window.global_rows[:, None, :, None], window.context, mixed)
+        attentions = None
+        if output_attentions:
+            mixed = (1 - weight) * window.attentions + weight * mechanism.attentions
+            attentions = torch.where(window.global_rows[:, None, :, None], window.attentions, mixed)
+        return AttentionOutput(self.merge_heads(context), mechanism.state, mechanism.aux_loss, attentions)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, N, h * d] -> [B, h, N, d]`` (any ``d``; explicit, so that an empty batch keeps its shape)."""
@@ -208,6 +300,17 @@ class EfficientAttention(nn.Module):
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.settings.to_dict().items())
+
+
+@dataclass(frozen=True)
+class SoftmaxSettings(AttentionSettings):
+    """Softmax attention's settings: none of its own, and no local window (it is exact over every token)."""
+
+    def check_window(self, max_length):
+        require(self.local_window is None, "local_window", self.local_window,
+                "None for softmax attention, which is exact over every token already (for a window alone use "
+                "attention_type='local')")
+        super().check_window(max_length)
 
 
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
@@ -280,7 +383,8 @@ def describe_attention(name: str) -> dict[str, Any]:
     cls = get_attention_class(name)
     defaults = {f.name: f.default for f in dataclasses.fields(cls.settings_class)}
     capabilities = (
-        "supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key"
+        "supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key",
+        "takes_local_window",
     )
     return {
         "name": name,

@@ -80,13 +80,12 @@ class CosformerAttention(KernelAttention):
     equations = "Sec. 3, ReLU features and cos-based re-weighting"
     complexity = "O(N d^2) time, O(N d) memory"
 
-    def kernel_features(self, hidden_states, padding_mask):
-        """``phi(Q)``, ``phi(K)`` (pads zeroed), each ``[B, h, N, 2d]``, and ``V [B, h, N, d]``."""
-        query, key, value = self.project(hidden_states)
+    def kernel_features(self, query, key, padding_mask):
+        """``phi(Q)``, ``phi(K)`` (pads zeroed), each ``[B, h, N, 2d]``."""
         batch, _, length, _ = query.shape
         angle_dtype = torch.promote_types(query.dtype, torch.float32)  # half precision cannot tell i / M apart
         angles = position_angles(padding_mask, batch, length, angle_dtype, query.device)
-        return cos_reweighted(query, angles), zero_pads(cos_reweighted(key, angles), padding_mask, token_dim=2), value
+        return cos_reweighted(query, angles), zero_pads(cos_reweighted(key, angles), padding_mask, token_dim=2)
 
     def normaliser(self, similarity_sums: torch.Tensor) -> torch.Tensor:
         """``max(phi(q_i) . sum_j phi(k_j), eps)``, as the authors' code clamps it."""

@@ -54,7 +54,7 @@ class DBASettings(AttentionSettings):
     compressed_length: int = setting(16, int, minimum=1)
     compressed_dim: int = setting(24, int, minimum=1)
 
-    def check(self, hidden_size, num_heads, max_length):
+    def check_shape(self, hidden_size, num_heads, max_length):
         require(self.compressed_dim % num_heads == 0, "compressed_dim", self.compressed_dim,
                 f"a positive multiple of num_attention_heads={num_heads} (for example {2 * num_heads})")
 
@@ -121,9 +121,10 @@ class DBAAttention(EfficientAttention):
         """Logits of ``W'`` from the layer input, ``[B, h, N, d_p]``."""
         return self.split_heads(layer(hidden_states))
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
         batch = hidden_states.shape[0]
-        query, key, value = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+        query, key, value = projections or self.project(hidden_states)
         z = self.split_heads(self.compression_input_of(state, batch))
         keep = None if padding_mask is None else padding_mask[:, None, None, :]
         compressed_query = self.merge_heads(self.compress(z, query, keep))  # Q_l, heads merged: [B, d_p, C]

@@ -58,7 +58,7 @@ class KerformerSettings(AttentionSettings):
     se_reduction: int = setting(4, int, minimum=1)
     eps: float = setting(1e-6, float, above=0)
 
-    def check(self, hidden_size, num_heads, max_length):
+    def check_shape(self, hidden_size, num_heads, max_length):
         head_dim = hidden_size // num_heads
         require(self.se_reduction <= head_dim, "se_reduction", self.se_reduction,
                 f"an integer in [1, head width = {head_dim}]")
@@ -126,8 +126,7 @@ class KerformerAttention(KernelAttention):
         per_token = torch.gather(weights, 2, ranks[:, None, :].expand(-1, weights.shape[1], -1))
         return keys * per_token[..., None]
 
-    def kernel_features(self, hidden_states, padding_mask):
-        """``phi(Q)``, reweighted ``varphi(K)`` (pads zeroed) and ``V``, each ``[B, h, N, d]``."""
-        query, key, value = self.project(hidden_states)
+    def kernel_features(self, query, key, padding_mask):
+        """``phi(Q)`` and reweighted ``varphi(K)`` (pads zeroed), each ``[B, h, N, d]``."""
         keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
-        return torch.sigmoid(query), self.reweight_keys(keys, padding_mask), value
+        return torch.sigmoid(query), self.reweight_keys(keys, padding_mask)

@@ -65,7 +65,6 @@ class LinearAttention(KernelAttention):
     equations = "Sec. 3.2, Eqs. 4-7 (non-causal)"
     complexity = "O(N d^2) time, O(N d) memory"
 
-    def kernel_features(self, hidden_states, padding_mask):
-        """``phi(Q)``, ``phi(K)`` (pads zeroed) and ``V``, each ``[B, h, N, d]``."""
-        query, key, value = self.project(hidden_states)
-        return elu_feature_map(query), zero_pads(elu_feature_map(key), padding_mask, token_dim=2), value
+    def kernel_features(self, query, key, padding_mask):
+        """``phi(Q)`` and ``phi(K)`` (pads zeroed), each ``[B, h, N, d]``."""
+        return elu_feature_map(query), zero_pads(elu_feature_map(key), padding_mask, token_dim=2)

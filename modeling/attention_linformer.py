@@ -113,10 +113,10 @@ class LinformerAttention(EfficientAttention):
         columns = zero_pads(F.embedding(ranks, projection.t()), padding_mask)  # [B, N, k]
         return columns.transpose(1, 2)[:, None]
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
         batch, length, _ = hidden_states.shape
-        self.check_length(length)
-        query, key, value = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+        query, key, value = projections or self.project(hidden_states)
         columns = [self.token_columns(p, padding_mask, batch, length) for p in self.length_projections()]
         key_columns, value_columns = columns[0], columns[-1]  # E and F (the same with share_kv)
         projected_key, projected_value = key_columns @ key, value_columns @ value  # [B, h, k, d]

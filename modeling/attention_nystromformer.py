@@ -67,7 +67,7 @@ from torch import nn
 from .attention_base import (
     AttentionOutput, AttentionSettings, EfficientAttention, register_attention, require, setting,
 )
-from .masking import masked_softmax, real_lengths, real_positions, token_ranks
+from .masking import gather_tokens, masked_softmax, real_lengths, real_positions, token_ranks
 
 
 @dataclass(frozen=True)
@@ -79,7 +79,7 @@ class NystromformerSettings(AttentionSettings):
     pinv_iterations: int = setting(6, int, minimum=1)
     conv_kernel_size: int | None = setting(33, int, minimum=1, none_means="no convolution skip")
 
-    def check(self, hidden_size, num_heads, max_length):
+    def check_shape(self, hidden_size, num_heads, max_length):
         kernel = self.conv_kernel_size
         require(kernel is None or kernel % 2 == 1, "conv_kernel_size", kernel,
                 "an odd positive integer (the output keeps the input's length), or None for no convolution")
@@ -108,11 +108,6 @@ def iterative_pinv(matrix: torch.Tensor, iterations: int) -> torch.Tensor:
         az = matrix @ z
         z = 0.25 * z @ (13 * identity - az @ (15 * identity - az @ (7 * identity - az)))
     return z
-
-
-def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``x [B, h, N, d]`` with its tokens taken in the order ``index [B, N]``, same shape."""
-    return torch.gather(x, 2, index[:, None, :, None].expand_as(x))
 
 
 @register_attention("nystromformer")
@@ -184,8 +179,9 @@ class NystromformerAttention(EfficientAttention):
         matrix = taps[:, offsets.clamp(0, kernel - 1)] * inside.to(taps.dtype)  # [h, B, N, N]
         return matrix.transpose(0, 1)
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        query, key, value = (self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
+        query, key, value = projections or self.project(hidden_states)
         kernel_1, kernel_2, kernel_3 = self.kernels(query, key, padding_mask)
         core = self.pseudo_inverse(kernel_2)
         context = (kernel_1 @ core) @ (self.dropout(kernel_3) @ value)

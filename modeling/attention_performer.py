@@ -132,18 +132,17 @@ class PerformerAttention(KernelAttention):
         features = self.random_features.to(scaled.dtype)
         return torch.matmul(scaled, features.T) - scaled.square().sum(-1, keepdim=True) / 2
 
-    def kernel_features(self, hidden_states, padding_mask):
+    def kernel_features(self, query, key, padding_mask):
         """``phi(Q)``, ``phi(K)`` (pads zeroed), each ``[B, h, N, m]`` up to a constant per query row and per
-        (sequence, head) for the keys (see the module docstring), and ``V [B, h, N, d]``."""
+        (sequence, head) for the keys (see the module docstring)."""
         self.count_training_step()
-        query, key, value = self.project(hidden_states)
         scale = self.settings.num_features**-0.5
         query_exponents = self.exponents(query)
         query_features = torch.exp(query_exponents - query_exponents.amax(-1, keepdim=True).detach()) * scale
         keep = None if padding_mask is None else padding_mask[:, None, :, None]
         key_exponents = masked_fill_min(self.exponents(key), keep)  # pads at the lowest value: never the max
         key_features = torch.exp(key_exponents - key_exponents.amax((2, 3), keepdim=True).detach()) * scale
-        return query_features, zero_pads(key_features, padding_mask, token_dim=2), value
+        return query_features, zero_pads(key_features, padding_mask, token_dim=2)
 
     def normaliser(self, similarity_sums: torch.Tensor) -> torch.Tensor:
         """The sums themselves, kept from zero (no constant added: see the module docstring)."""

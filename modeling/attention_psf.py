@@ -67,7 +67,7 @@ class PSFSettings(AttentionSettings):
     factor_hidden_size: int | None = setting(64, int, minimum=1, none_means="the model width")
     residual: bool = setting(False, bool)
 
-    def check(self, hidden_size, num_heads, max_length):
+    def check_shape(self, hidden_size, num_heads, max_length):
         if self.num_links is not None and max_length:
             require(2 ** (self.num_links - 2) < max_length, "num_links", self.num_links,
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")
@@ -288,14 +288,14 @@ class PSFAttention(EfficientAttention):
             dense = dense + torch.eye(length, dtype=weights.dtype, device=weights.device)
         return dense
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
         batch, length, _ = hidden_states.shape
-        self.check_length(length)
         links = None
         if output_attentions:
             links = chord_links(padding_mask, batch, length, self.num_links, hidden_states.device)
         weights = self.factor_weights(hidden_states)
-        values = self.value(hidden_states)
+        values = self.value(hidden_states) if projections is None else self.merge_heads(projections[2])
         with torch.autocast(hidden_states.device.type, enabled=False):
             compute_dtype = torch.promote_types(values.dtype, torch.float32)  # at least float32, float64 stays
             weights = weights.to(compute_dtype)

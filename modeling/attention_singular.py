@@ -106,13 +106,14 @@ class SingularformerAttention(EfficientAttention):
         alpha = torch.softmax(logits, dim=-1)
         return alpha_hat, alpha
 
-    def pooled_qkv(self, hidden_states, alpha_hat):
-        """Pseudo-token queries, keys and values, each ``[B, h, r, d]``."""
-        projections = (self.query, self.key, self.value)
-        if self.settings.pool_before_projection:
+    def pooled_qkv(self, hidden_states, alpha_hat, projections=None):
+        """Pseudo-token queries, keys and values, each ``[B, h, r, d]``; ``projections``: the tokens' own
+        ``[B, h, N, d]``, when the caller has them (then they are pooled)."""
+        if projections is None and self.settings.pool_before_projection:
             pooled = torch.matmul(alpha_hat, hidden_states)
-            return tuple(self.split_heads(proj(pooled)) for proj in projections)
-        return tuple(self.split_heads(torch.matmul(alpha_hat, proj(hidden_states))) for proj in projections)
+            return tuple(self.split_heads(proj(pooled)) for proj in (self.query, self.key, self.value))
+        projections = projections or self.project(hidden_states)
+        return tuple(torch.matmul(alpha_hat[:, None], x) for x in projections)
 
     def scores(self, query, key, state):
         """``S = Q~ K~^T / sqrt(d)``, plus the previous layer's S when residual attention is on."""
@@ -130,9 +131,10 @@ class SingularformerAttention(EfficientAttention):
         diagonal = off_diagonal_energy(core)
         return self.settings.gamma_orthogonal * orthogonal.mean() + self.settings.gamma_diagonal * diagonal.mean()
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
         alpha_hat, alpha = self.singular_vectors(hidden_states, padding_mask)
-        query, key, value = self.pooled_qkv(hidden_states, alpha_hat)
+        query, key, value = self.pooled_qkv(hidden_states, alpha_hat, projections)
         scores = self.scores(query, key, state)
         core = torch.softmax(scores, dim=-1)  # A', [B, h, r, r]
         pooled_context = self.merge_heads(torch.matmul(self.dropout(core), value))  # [B, r, C]

@@ -19,13 +19,16 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .attention_base import AttentionOutput, EfficientAttention, register_attention
+from .attention_base import AttentionOutput, EfficientAttention, SoftmaxSettings, register_attention
 from .masking import masked_fill_min
 
 
 @register_attention("eager")
 class EagerAttention(EfficientAttention):
     """Softmax attention written out; returns the ``[B, h, N, N]`` probabilities when asked."""
+
+    settings_class = SoftmaxSettings
+    takes_local_window = False
 
     paper = "Vaswani et al., Attention Is All You Need, NeurIPS 2017"
     equations = "Eq. 1"
@@ -39,10 +42,6 @@ class EagerAttention(EfficientAttention):
 }"""
     complexity = "O(N^2 d) time, O(N^2) memory"
     max_chunk_scores: int | None = None  # set: compute in chunks of queries of at most this many scores each
-
-    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys and values, each ``[B, h, N, d]``."""
-        return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
 
     def probabilities(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``softmax(Q K^T / sqrt(d))`` over real keys, ``[B, h, N, N]``."""
@@ -63,8 +62,9 @@ class EagerAttention(EfficientAttention):
                                                          scale=self.head_dim**-0.5)
                           for queries in query.split(rows, dim=2)], dim=2)
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        query, key, value = self.project(hidden_states)
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
+        query, key, value = projections or self.project(hidden_states)
         if self.max_chunk_scores is not None and not output_attentions:
             return AttentionOutput(self.merge_heads(self.chunked_context(query, key, value, padding_mask)))
         probs = self.probabilities(query, key, padding_mask)
@@ -78,10 +78,11 @@ class SdpaAttention(EagerAttention):
 
     complexity = "O(N^2 d) time, O(N) memory with a fused kernel"
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
         if output_attentions or self.max_chunk_scores is not None:
-            return super().forward(hidden_states, padding_mask, state, output_attentions)
-        query, key, value = self.project(hidden_states)
+            return super().attend(hidden_states, padding_mask, state, output_attentions, projections)
+        query, key, value = projections or self.project(hidden_states)
         mask = None if padding_mask is None else padding_mask[:, None, None, :]
         context = F.scaled_dot_product_attention(
             query, key, value, attn_mask=mask, dropout_p=self.dropout.p if self.training else 0.0,

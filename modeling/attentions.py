@@ -15,7 +15,7 @@ from .attention_base import (
     register_attention,
     setting,
 )
-# Registration order is the order of ``list_attentions()``: the four papers, then the baselines.
+# Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the window alone.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
 from .attention_kerformer import KerformerAttention, KerformerSettings  # isort: skip
 from .attention_dba import DBAAttention, DBASettings  # isort: skip
@@ -26,6 +26,7 @@ from .attention_performer import PerformerAttention, PerformerSettings  # isort:
 from .attention_nystromformer import NystromformerAttention, NystromformerSettings  # isort: skip
 from .attention_linformer import LinformerAttention, LinformerSettings  # isort: skip
 from .attention_cosformer import CosformerAttention, CosformerSettings  # isort: skip
+from .attention_local import LocalAttention, LocalSettings  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
@@ -34,4 +35,5 @@ __all__ = [
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",
     "NystromformerSettings", "LinformerAttention", "LinformerSettings", "CosformerAttention", "CosformerSettings",
+    "LocalAttention", "LocalSettings",
 ]

@@ -37,6 +37,9 @@ from .attention_base import check_heads
 from .attentions import build_settings
 from .settings import Spec, checked
 
+# The settings every mechanism has (``attention_base.AttentionSettings``), also accepted as keyword arguments.
+WINDOW_SETTINGS = ("local_window", "global_tokens")
+
 # The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
 CONFIG_SPECS = {
     "num_hidden_layers": Spec(int, minimum=0),
@@ -92,16 +95,19 @@ class EffAttnConfigMixin:
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type`` or ``attention_config``
-        among ``kwargs`` (as ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=...)`` pass them;
-        ``None`` keeps the saved value) replaces the saved one before validation. Another ``attention_type``
-        starts from its own defaults, never from the saved mechanism's settings."""
+        """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
+        or a window setting (``local_window``, ``global_tokens``) among ``kwargs`` (as ``AutoConfig`` /
+        ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them; ``None`` keeps the
+        saved value) takes the saved one's place before validation. Settings update the saved ones key by key;
+        another ``attention_type`` starts from its own defaults, never from the saved mechanism's settings."""
         config_dict = dict(config_dict)
         attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
+        window = {name: kwargs.pop(name) for name in WINDOW_SETTINGS if kwargs.get(name) is not None}
         if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):
             config_dict.update(attention_type=attention_type, attention_config=None)
-        if attention_config is not None:
-            config_dict["attention_config"] = attention_config
+        if attention_config is not None or window:
+            config_dict["attention_config"] = {
+                **(config_dict.get("attention_config") or {}), **(attention_config or {}), **window}
         return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:

@@ -20,37 +20,89 @@ from __future__ import annotations
 import torch
 
 from .attention_base import AttentionOutput, EfficientAttention
+from .local_window import RankOrder, exact_weights
 
 
 class KernelAttention(EfficientAttention):
     """Base of the kernelized mechanisms (see the module docstring); subclasses define :meth:`kernel_features`."""
 
-    def kernel_features(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None):
-        """``phi(Q) [B, h, N, F]``, ``varphi(K) [B, h, N, F]`` (zero at pads) and ``V [B, h, N, d]``."""
-        raise NotImplementedError
+    initial_mechanism_weight = 0.01  # measured on MiniLM at 2,048 tokens: see docs/long-inputs.md
 
-    def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys and values, each ``[B, h, N, d]``."""
-        return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
+    def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
+        """``phi(Q) [B, h, N, F]`` and ``varphi(K) [B, h, N, F]`` (zero at pads) from the projections ``[B, h, N,
+        d]``."""
+        raise NotImplementedError
 
     def normaliser(self, similarity_sums: torch.Tensor) -> torch.Tensor:
         """``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]`` -> the row normaliser; default ``+ eps``."""
         return similarity_sums + self.settings.eps
 
-    def dropped_keys(self, keys: torch.Tensor) -> torch.Tensor:
-        """``keys [B, h, N, F]`` with whole key rows dropped (attention dropout on the columns of A, see the module
-        docstring); the keys themselves outside training or without dropout."""
+    def key_dropout(self, like: torch.Tensor) -> torch.Tensor | None:
+        """``[B, h, N, 1]``: which key columns of A attention dropout keeps, scaled by ``1 / (1 - p)`` (see the module
+        docstring); None outside training or without dropout. ``like``: any ``[B, h, N, *]`` tensor."""
         if not self.training or self.dropout.p == 0:
-            return keys
-        return keys * self.dropout(keys.new_ones(*keys.shape[:-1], 1))
+            return None
+        return self.dropout(like.new_ones(*like.shape[:-1], 1))
 
-    def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        self.check_length(hidden_states.shape[1])
-        query, keys, value = self.kernel_features(hidden_states, padding_mask)
-        summary = torch.matmul(self.dropped_keys(keys).transpose(-1, -2), value)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
+        query, key, value = projections or self.project(hidden_states)
+        query, keys = self.kernel_features(query, key, padding_mask)
+        keep = self.key_dropout(keys)
+        dropped = keys if keep is None else keys * keep
+        summary = torch.matmul(dropped.transpose(-1, -2), value)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
         normaliser = self.normaliser(torch.matmul(query, keys.sum(2).unsqueeze(-1)))  # [B, h, N, 1]
         context = torch.matmul(query, summary) / normaliser
         attentions = None
         if output_attentions:
             attentions = torch.matmul(query, keys.transpose(-1, -2)) / normaliser
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
+
+    def attend_with_window(self, hidden_states, padding_mask=None, state=None,
+                           output_attentions=False) -> AttentionOutput:
+        """The window and the mechanism under one normaliser (LoLCATs), ``sigma = sigmoid(mechanism_logit)``::
+
+            out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
+                    / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
+
+        with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
+        outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
+        g) F). The global tokens' rows are exact over every token."""
+        if self.parts == "window":
+            return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
+        query, key, value = self.project(hidden_states)
+        query_features, key_features = self.kernel_features(query, key, padding_mask)
+        batch, _, length, _ = query.shape
+        order = RankOrder(padding_mask, batch, length, query.device)
+        weight = self.window.mechanism_weight()[:, None, None, None]  # [h, 1, 1, 1]
+        attentions = None
+        if output_attentions:
+            attentions = self.dense_shared_attention(query, key, query_features, key_features, order, weight)
+        blocks = self.window.blocks(order, length, query.device)
+        query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
+        key_features = order.zero_past_end(order.to_ranks(key_features))
+        keep = self.key_dropout(key_features)
+        kept = 1.0 if keep is None else blocks.keys(keep).transpose(-1, -2)  # [B, h, n, 1, 3b + g]
+        values = blocks.keys(value)
+        scale = query.shape[-1] ** -0.5
+        exact = exact_weights(blocks.queries(query) @ blocks.keys(key).transpose(-1, -2) * scale, blocks.allowed)
+        inside = (blocks.queries(query_features) @ blocks.keys(key_features).transpose(-1, -2)) * blocks.allowed
+        dropped = key_features if keep is None else key_features * keep
+        everywhere = blocks.queries(query_features @ (dropped.transpose(-1, -2) @ value))  # [B, h, n, b, d]
+        everywhere_sums = blocks.queries(query_features @ key_features.sum(2).unsqueeze(-1))  # [B, h, n, b, 1]
+        numerator = (1 - weight) * ((exact * kept).to(value.dtype) @ values) + weight * (
+            everywhere - (inside * kept).to(value.dtype) @ values)
+        denominator = (1 - weight) * exact.sum(-1, keepdim=True) + weight * (
+            everywhere_sums - inside.sum(-1, keepdim=True)).clamp_min(0)
+        context = blocks.tokens(numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny))
+        context = self.window.with_global_rows(context.to(value.dtype), query, key, value, blocks, self.dropout)
+        return AttentionOutput(self.merge_heads(order.to_positions(context)), attentions=attentions)
+
+    def dense_shared_attention(self, query, key, query_features, key_features, order: RankOrder, weight):
+        """The ``[B, h, N, N]`` matrix that :meth:`attend_with_window` applies (for ``output_attentions`` only), from
+        the projections and features ``[B, h, N, *]`` in token positions (key features zero at pads)."""
+        allowed = self.window.dense_allowed(order, query.shape[2], query.device)
+        exact = exact_weights(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
+        outside = (query_features @ key_features.transpose(-1, -2)) * ~allowed
+        terms = (1 - weight[..., 0]) * exact + weight[..., 0] * outside
+        return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)

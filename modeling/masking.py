@@ -142,6 +142,11 @@ def token_ranks(padding_mask: torch.Tensor | None, batch: int, length: int, devi
     return ranks.clamp(max=length - 1)
 
 
+def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
+    """``x [B, h, N, F]`` with its tokens taken in the order ``index [B, N]``, same shape."""
+    return torch.gather(x, 2, index[:, None, :, None].expand_as(x))
+
+
 def real_positions(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
     """``[B, N]`` absolute position of the t-th real token at index t (undefined past the real length,
     filled with 0): the inverse of :func:`token_ranks` on real tokens."""

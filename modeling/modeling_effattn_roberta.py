@@ -184,7 +184,11 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
-    """Masked language modelling: logits ``[B, N, vocab]``; labels ``[B, N]`` with -100 for ignored tokens."""
+    """Masked language modelling: logits ``[B, N, vocab]``; labels ``[B, N]`` with -100 for ignored tokens.
+
+    ``sparse_prediction=True`` (with labels; ModernBERT's sparse prediction) computes the head only at the labelled
+    tokens: logits ``[M, vocab]`` for the M labelled tokens in order, the same loss, without the ``[B, N, vocab]``
+    logits that dominate a long block's cost (the vocabulary is ~80x the width)."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
@@ -215,13 +219,20 @@ class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
         labels: torch.LongTensor | None = None,
         output_attentions=None,
         output_hidden_states=None,
+        sparse_prediction: bool = False,
     ) -> EffAttnMaskedLMOutput:
         outputs = self.roberta(
             input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
             inputs_embeds=inputs_embeds, output_attentions=output_attentions,
             output_hidden_states=output_hidden_states, return_dict=True,
         )
-        logits = self.lm_head(outputs.last_hidden_state)
+        hidden_states = outputs.last_hidden_state
+        if sparse_prediction:
+            if labels is None:
+                raise ValueError("sparse_prediction=True computes the logits at the labelled tokens only: pass labels.")
+            labels = labels.to(hidden_states.device)
+            hidden_states, labels = hidden_states[labels != -100], labels[labels != -100]  # [M, C], [M]
+        logits = self.lm_head(hidden_states)
         loss = None
         if labels is not None:
             labels = labels.to(logits.device)

@@ -41,6 +41,7 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings
+from .local_window import LocalWindow
 from .position_extension import extend_positions
 
 logger = logging.get_logger(__name__)
@@ -82,6 +83,8 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, EfficientAttention):
             module.reset_parameters(self.config.initializer_range)
+        if isinstance(module, LocalWindow):
+            module.reset_parameters()
 
     @classmethod
     def from_pretrained(

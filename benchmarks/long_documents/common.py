@@ -5,12 +5,51 @@ from __future__ import annotations
 import json
 import math
 import statistics
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 DATA, RESULTS, MODELS = HERE / "data", HERE / "results", HERE / "models"
 MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
-LONG = 2048
+LONG, SHORT = 2048, 512
+WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
+
+
+@dataclass(frozen=True)
+class Row:
+    """One model of the benchmark: an attention (with its window settings) converted from MiniLM at 512 and put
+    through the same stages, extension to 2,048, long attention transfer and masked-LM pretraining, with the same
+    budget. ``transfer_window_dropout`` / ``mlm_window_dropout``: the share of steps with the window switched off
+    (hybrids only)."""
+
+    name: str
+    attention: str
+    settings: dict = field(default_factory=dict)
+    transfer_window_dropout: float = 0.0
+    mlm_window_dropout: float = 0.0
+    what: str = ""
+
+    @property
+    def hybrid(self) -> bool:
+        return self.attention != "local" and "local_window" in self.settings
+
+
+def hybrid(mechanism: str, window: int = WINDOW, suffix: str = "", **dropouts) -> Row:
+    dropouts = {"transfer_window_dropout": 0.25, "mlm_window_dropout": 0.1, **dropouts}
+    return Row(f"{mechanism}-w{window}{suffix}", mechanism, {"local_window": window}, **dropouts,
+               what=f"{mechanism} beside a {window}-token window")
+
+
+ROWS = {row.name: row for row in [
+    Row("sdpa", "sdpa", what="softmax at 2,048 (copied positions)"),
+    Row(f"local-w{WINDOW}", "local", {"local_window": WINDOW}, what=f"a {WINDOW}-token window alone"),
+    Row(f"local-w{WINDOW}-g1", "local", {"local_window": WINDOW, "global_tokens": 1},
+        what=f"a {WINDOW}-token window and a global [CLS]"),
+    *(Row(mechanism, mechanism, what=f"{mechanism} alone") for mechanism in MECHANISMS),
+    *(hybrid(mechanism) for mechanism in MECHANISMS),
+    hybrid("kerformer", 64), hybrid("kerformer", 256),
+    hybrid("kerformer", suffix="-no-dropout", transfer_window_dropout=0.0, mlm_window_dropout=0.0),
+]}
 
 
 def minilm_folder() -> Path:

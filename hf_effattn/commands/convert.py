@@ -14,6 +14,7 @@ from ..conversion.convert import convert
 from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
 from ..model_classes import all_tasks
 from ..modeling.attentions import list_attentions
+from ..window_options import add_window_arguments, with_window_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,6 +33,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="for a new classification head (sequence, token or image classification)")
     parser.add_argument("--convert_attention", action="store_true",
                         help="allow an hf_effattn checkpoint to change mechanism (shared weights are reused)")
+    add_window_arguments(parser)
     parser.add_argument("--ignore_mismatched_sizes", action="store_true",
                         help="initialise anew the weights whose shapes the new settings change (they are logged)")
     parser.add_argument("--max_length", type=positive_int, default=None, metavar="N",
@@ -51,6 +53,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="what trains: the mechanism's new parameters, also its query/key/value projections "
                                "(default), or also the output projection")
     transfer.add_argument("--transfer_batch_size", type=positive_int, help="(default 16)")
+    transfer.add_argument("--transfer_window_dropout", type=float, metavar="P",
+                          help="with --local_window: the share of steps on which the window is off, so that the "
+                               "mechanism learns to carry the attention alone (default 0)")
     transfer.add_argument("--transfer_max_length", type=length_or_model, metavar="N|model",
                           help="truncate texts to N tokens, at most the model's maximum length; 'model' for that "
                                "length (default: 128, or the model's maximum length if shorter)")
@@ -62,6 +67,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 TRANSFER_OPTIONS = {  # option -> its name in convert(transfer=...); unset options take convert's defaults
     "transfer_steps": "steps", "transfer_learning_rate": "learning_rate", "transfer_train": "train",
     "transfer_batch_size": "batch_size", "transfer_max_length": "max_length", "transfer_column": "column",
+    "transfer_window_dropout": "window_dropout",
     "transfer_split": "split", "seed": "seed",
 }
 
@@ -97,7 +103,9 @@ def run(args) -> int:
     check_options(args)
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
     model, report = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
-                            attention_config=args.attention_config, convert_attention=args.convert_attention,
+                            attention_config=with_window_settings(args.attention_config, args.local_window,
+                                                                  args.global_tokens),
+                            convert_attention=args.convert_attention,
                             ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
                             max_length=args.max_length, image_size=args.image_size,
                             overwrite_output_dir=args.overwrite_output_dir, license=args.license,

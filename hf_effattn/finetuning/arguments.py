@@ -9,6 +9,7 @@ from pathlib import Path
 
 from ..argument_types import non_negative_int, positive_int
 from ..user_errors import OneLineParser
+from ..window_options import add_window_arguments
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 
@@ -51,6 +52,7 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        help="The attention mechanism (hf-effattn list); default: the checkpoint's own, else sdpa.")
     group.add_argument("--attention_config", type=attention_config_value, default=None,
                        help='The mechanism\'s settings as JSON (or a JSON file), e.g. \'{"se_mode": "channel"}\'.')
+    add_window_arguments(group)
     group.add_argument("--convert_attention", action="store_true",
                        help="Allow an hf_effattn checkpoint to be loaded with another mechanism than its own.")
     group.add_argument("--ignore_mismatched_sizes", action="store_true",
@@ -66,6 +68,9 @@ def add_model_arguments(parser: argparse.ArgumentParser) -> None:
                        default="attention",
                        help="What the transfer trains: the mechanism's new parameters, also its query/key/value "
                             "projections (default), or also the output projection.")
+    group.add_argument("--attention_transfer_window_dropout", type=float, default=0.0, metavar="P",
+                       help="With --local_window: the share of transfer steps on which the window is switched off "
+                            "(default 0).")
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
@@ -95,6 +100,10 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lr_scheduler_type", choices=SCHEDULER_TYPES, default="linear")
     group.add_argument("--num_warmup_steps", type=non_negative_int, default=0)
     group.add_argument("--seed", type=int, default=42)
+    group.add_argument("--window_dropout", type=float, default=0.0, metavar="P",
+                       help="With a local window beside the mechanism: the share of training steps on which the "
+                            "window is switched off, so that the mechanism keeps carrying weight (default 0; the "
+                            "draws depend on --seed and the step).")
     group.add_argument("--dataloader_num_workers", type=non_negative_int, default=0,
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")

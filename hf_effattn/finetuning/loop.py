@@ -32,6 +32,7 @@ from .checkpoints import (
     replace_folder,
     save_checkpoint,
 )
+from ..hybrid_parts import WindowDropout, check_mechanism_weights, check_window_dropout, only_part
 from .data import PreparedData
 from .fingerprint import run_fingerprint
 from .publishing import save_model_folder
@@ -129,6 +130,8 @@ class Finetuner:
             num_warmup_steps=args.num_warmup_steps * accelerator.num_processes,
             num_training_steps=self.max_steps * accelerator.num_processes,
         ))
+        check_window_dropout(model, args.window_dropout, "--window_dropout")
+        self.window_dropout = WindowDropout(args.window_dropout, args.seed)
         fingerprint = run_fingerprint(args, accelerator, self.model, data, self.steps_per_epoch, self.max_steps)
         self.state = TrainingState(fingerprint=fingerprint)
         self.progress = None
@@ -178,12 +181,15 @@ class Finetuner:
         self.model.train()
         loss_sum, batches = torch.zeros((), device=self.accelerator.device), 0
         for batch in loader:
-            with self.accelerator.accumulate(self.model):
-                loss = self.model(**batch).loss
+            with self.accelerator.accumulate(self.model), only_part(self.model, self.window_dropout.part(
+                    self.state.completed_steps)):
+                loss = self.training_loss(batch)
                 self.accelerator.backward(loss)
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad()
+            if self.accelerator.sync_gradients:
+                check_mechanism_weights(self.model, "lower --learning_rate")
             loss_sum += loss.detach().float()
             batches += 1
             if not self.accelerator.sync_gradients:
@@ -197,6 +203,10 @@ class Finetuner:
             if self.step_checkpoint_due():
                 self.save_checkpoint(f"step_{self.state.completed_steps}")
         return (loss_sum / max(batches, 1)).item()
+
+    def training_loss(self, batch: dict) -> torch.Tensor:
+        """The loss of one training batch (the model's own)."""
+        return self.model(**batch).loss
 
     def epoch_loader(self, epoch: int):
         """The training loader positioned at ``epoch`` (and past the batches a resumed run already saw)."""

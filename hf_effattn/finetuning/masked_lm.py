@@ -176,7 +176,11 @@ def loss_metrics(loss_sum: float, tokens: int) -> dict[str, float]:
 
 
 class MaskedLMFinetuner(Finetuner):
-    """The loop of the fine-tuning scripts, evaluating a masked-LM model by its loss and perplexity."""
+    """The loop of the fine-tuning scripts, training with sparse prediction (the head only at the masked tokens) and
+    evaluating a masked-LM model by its loss and perplexity."""
+
+    def training_loss(self, batch: dict) -> torch.Tensor:
+        return self.model(**batch, sparse_prediction=True).loss
 
     def evaluate_split(self, loader) -> dict[str, float]:
         """The mean cross-entropy over every masked token of the split (all processes), and its exponential."""

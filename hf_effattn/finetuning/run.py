@@ -14,6 +14,7 @@ from ..conversion import check_found
 from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
 from ..model_cards import CardContent, CardKind, card_license, card_writer
+from ..window_options import with_window_settings
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
 from .lora import add_lora, is_peft_model, lora_settings
@@ -51,7 +52,9 @@ class Recipe:
         return build_parser(self.description, self.add_data_arguments)
 
     def parse_args(self, argv: list[str] | None = None):
-        return self.build_parser().parse_args(argv)
+        args = self.build_parser().parse_args(argv)
+        args.attention_config = with_window_settings(args.attention_config, args.local_window, args.global_tokens)
+        return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:
         """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""
@@ -107,7 +110,7 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
     report = transfer_attention(
         model, teacher, batches, steps=args.attention_transfer_steps,
         learning_rate=args.attention_transfer_learning_rate, train=args.attention_transfer_train,
-        data_description=f"the training inputs of {data.dataset_id}", progress=main_process,
+        window_dropout=args.attention_transfer_window_dropout, data_description=f"the training inputs of {data.dataset_id}", progress=main_process,
     )
     if main_process:
         Path(args.output_dir).mkdir(parents=True, exist_ok=True)

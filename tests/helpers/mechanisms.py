@@ -8,15 +8,27 @@ import hf_effattn
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
 BASELINES = ["linear", "performer", "nystromformer", "linformer", "cosformer"]  # the papers' efficient baselines
-MECHANISMS = EFFICIENT + ["eager", "sdpa"] + BASELINES
+MECHANISMS = EFFICIENT + ["eager", "sdpa"] + BASELINES + ["local"]
+WINDOW = {"local_window": 6, "global_tokens": 1}  # the window of the "local" and "<name>+window" cases
+WINDOWED = EFFICIENT + BASELINES  # every mechanism that takes a window beside it
+HYBRIDS = [f"{name}+window" for name in WINDOWED]
 HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
+
+
+def resolve(name: str, settings: dict | None = None) -> tuple[str, dict]:
+    """A test case's mechanism and settings: ``"local"`` and ``"<name>+window"`` (the mechanism beside a local
+    window) get :data:`WINDOW` unless ``settings`` give another."""
+    if name == "local" or name.endswith("+window"):
+        return name.removesuffix("+window"), {**WINDOW, **(settings or {})}
+    return name, settings
 
 
 def build(name: str, settings: dict | None = None, *, dtype=torch.float64, layer_idx: int = 0, seed: int = 0,
           hidden: int = HIDDEN, heads: int = HEADS, max_length: int | None = MAX_LENGTH, std: float = 0.3):
-    """Mechanism ``name`` in eval mode with every parameter drawn from ``N(0, std^2)``, so that no
-    weight sits at a degenerate initial value (PSF's uniform 1/K factors, DBA's tiny Z)."""
+    """Mechanism ``name`` (see :func:`resolve`) in eval mode with every parameter drawn from ``N(0, std^2)``, so that
+    no weight sits at a degenerate initial value (PSF's uniform 1/K factors, DBA's tiny Z)."""
     torch.manual_seed(seed)
+    name, settings = resolve(name, settings)
     attn = hf_effattn.build_attention(name, hidden, heads, settings, max_length=max_length, layer_idx=layer_idx)
     with torch.no_grad():
         for parameter in attn.parameters():

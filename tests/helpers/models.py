@@ -15,7 +15,10 @@ from transformers import BertConfig, RobertaConfig, ViTConfig
 import hf_effattn
 
 MECHANISMS = ["singularformer", "kerformer", "dba", "psf", "eager", "sdpa", "linear", "performer", "nystromformer",
-              "linformer", "cosformer"]
+              "linformer", "cosformer", "local"]
+HYBRIDS = ["kerformer+window", "dba+window", "psf+window"]  # one kernelized, one mixed with state, one without q/k
+# The window of the "local" and "<name>+window" cases, for texts (up to 18 tokens) and images (5 tokens).
+TEXT_WINDOW, VISION_WINDOW = {"local_window": 6, "global_tokens": 1}, {"local_window": 4, "global_tokens": 1}
 PAD = 1  # RoBERTa's pad_token_id
 
 SIZES = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
@@ -24,11 +27,20 @@ TEXT = dict(SIZES, vocab_size=40, max_position_embeddings=20, type_vocab_size=2)
 VISION = dict(SIZES, image_size=8, patch_size=4, encoder_stride=4, num_channels=3)  # 4 patches + [CLS]
 
 
+def with_window(attention_type: str, window: dict, overrides: dict) -> tuple[str, dict]:
+    """``"local"`` and ``"<name>+window"`` cases: the mechanism, and ``window`` merged into its settings."""
+    if attention_type == "local" or attention_type.endswith("+window"):
+        overrides = {**overrides, "attention_config": {**window, **(overrides.get("attention_config") or {})}}
+    return attention_type.removesuffix("+window"), overrides
+
+
 def text_config(attention_type: str = "sdpa", **overrides) -> hf_effattn.EffAttnRobertaConfig:
+    attention_type, overrides = with_window(attention_type, TEXT_WINDOW, overrides)
     return hf_effattn.EffAttnRobertaConfig(attention_type=attention_type, **{**TEXT, **NO_DROPOUT, **overrides})
 
 
 def vision_config(attention_type: str = "sdpa", **overrides) -> hf_effattn.EffAttnViTConfig:
+    attention_type, overrides = with_window(attention_type, VISION_WINDOW, overrides)
     return hf_effattn.EffAttnViTConfig(attention_type=attention_type, **{**VISION, **NO_DROPOUT, **overrides})
 
 

@@ -6,6 +6,10 @@ attention matrix the mechanism implies and returns ``context = A @ V`` per head.
 path at real positions of a padded batch against these proves both the arithmetic and that pads are
 invisible. Notation as in ``docs/mechanisms/index.md`` (each mechanism's equations and choices on its page
 there, ``docs/mechanisms/<name>.md``): ``h`` heads of width ``d = C / h``.
+
+A mechanism with a local window (``local_window``) is checked against :func:`windowed_reference`: the window's own
+masked O(N^2) softmax, beside the mechanism's reference, either under one normaliser (the kernelized mechanisms,
+from their unnormalised similarities, :data:`KERNEL_SIMILARITIES`) or mixed per head.
 """
 
 from __future__ import annotations
@@ -91,18 +95,23 @@ def singularformer_reference(attn, x: torch.Tensor, state: torch.Tensor | None =
                   aux_loss=aux_loss)
 
 
-def kerformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+def kerformer_similarity(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Kerformer (Gan et al. 2023). Eq. 7: ``phi = sigmoid``; Eq. 8: ``varphi = softmax`` over d per
     token; Sec. 3.5 SE-K on ``varphi(K)``: mean over the L tokens, two linear layers (no ReLU),
-    sigmoid -> one weight per position j (``token``) or per channel (``channel``), none for ``none``;
-    Eqs. 4-5 / 9: ``A_ij = phi(q_i) . k'_j / (sum_j phi(q_i) . k'_j + eps)``."""
+    sigmoid -> one weight per position j (``token``) or per channel (``channel``), none for ``none``.
+    Returns ``phi(q_i) . k'_j`` ``[h, L, L]`` and V."""
     query, key, value = projections(attn, x)
     keys = torch.softmax(key, dim=-1)
     mode = attn.settings.se_mode
     if mode != "none":
         weights = torch.sigmoid(linear(linear(keys.mean(1), attn.se_reduce), attn.se_expand))
         keys = keys * (weights[:, : x.shape[0], None] if mode == "token" else weights[:, None, :])
-    similarity = torch.sigmoid(query) @ keys.transpose(-1, -2)
+    return torch.sigmoid(query) @ keys.transpose(-1, -2), value
+
+
+def kerformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """Kerformer, Eqs. 4-5 / 9: ``A_ij = phi(q_i) . k'_j / (sum_j phi(q_i) . k'_j + eps)``."""
+    similarity, value = kerformer_similarity(attn, x)
     return attend(similarity / (similarity.sum(-1, keepdim=True) + attn.settings.eps), value)
 
 
@@ -196,11 +205,15 @@ def linformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
     return attend(probs @ f, value)
 
 
-def linear_reference(attn, x: torch.Tensor, state=None) -> Reference:
-    """Linear attention (Katharopoulos et al. 2020). Eq. 7: ``phi(x) = elu(x) + 1``; Eq. 4:
-    ``A_ij = phi(q_i) . phi(k_j) / (sum_j phi(q_i) . phi(k_j) + eps)``."""
+def linear_similarity(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Linear attention (Katharopoulos et al. 2020). Eq. 7: ``phi(x) = elu(x) + 1``: ``phi(q_i) . phi(k_j)``, V."""
     query, key, value = projections(attn, x)
-    similarity = (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(-1, -2)
+    return (F.elu(query) + 1) @ (F.elu(key) + 1).transpose(-1, -2), value
+
+
+def linear_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """Linear attention, Eq. 4: ``A_ij = phi(q_i) . phi(k_j) / (sum_j phi(q_i) . phi(k_j) + eps)``."""
+    similarity, value = linear_similarity(attn, x)
     return attend(similarity / (similarity.sum(-1, keepdim=True) + attn.settings.eps), value)
 
 
@@ -219,13 +232,18 @@ def performer_reference(attn, x: torch.Tensor, state=None) -> Reference:
     return attend(similarity / similarity.sum(-1, keepdim=True), value)
 
 
-def cosformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+def cosformer_similarity(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """cosFormer (Qin et al. 2022, Sec. 3): ``s_ij = relu(q_i) . relu(k_j) cos(pi/2 (i - j) / M)``, M = L (the
-    sequence length, here its real tokens), ``A_ij = s_ij / max(sum_j s_ij, eps)``."""
+    sequence length, here its real tokens); and V."""
     query, key, value = projections(attn, x)
     positions = torch.arange(x.shape[0], dtype=x.dtype)
     reweighting = torch.cos(math.pi / 2 * (positions[:, None] - positions[None, :]) / x.shape[0])
-    similarity = (torch.relu(query) @ torch.relu(key).transpose(-1, -2)) * reweighting
+    return (torch.relu(query) @ torch.relu(key).transpose(-1, -2)) * reweighting, value
+
+
+def cosformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """cosFormer: ``A_ij = s_ij / max(sum_j s_ij, eps)``."""
+    similarity, value = cosformer_similarity(attn, x)
     return attend(similarity / similarity.sum(-1, keepdim=True).clamp_min(attn.settings.eps), value)
 
 
@@ -244,11 +262,55 @@ REFERENCES = {
 }
 
 
+KERNEL_SIMILARITIES = {"kerformer": kerformer_similarity, "linear": linear_similarity,
+                       "cosformer": cosformer_similarity}
+
+
+def exact_pairs(length: int, radius: int, global_tokens: int) -> torch.Tensor:
+    """``[L, L]`` bool: the pairs (query i, key j) attended exactly, ``|i - j| <= r`` or either is global (Longformer
+    Sec. 3.1: sliding window and symmetric global attention), with r = ``local_window // 2``."""
+    positions = torch.arange(length)
+    near = (positions[:, None] - positions[None, :]).abs() <= radius
+    return near | (positions[None, :] < global_tokens) | (positions[:, None] < global_tokens)
+
+
+def window_attention(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The window's softmax over its exact pairs ``[h, L, L]``, the pairs, and the scores ``Q K^T / sqrt(d)``."""
+    query, key, _ = projections(attn, x)
+    scores = query @ key.transpose(-1, -2) / math.sqrt(query.shape[-1])
+    pairs = exact_pairs(x.shape[0], attn.window.radius, attn.window.global_tokens)
+    return torch.softmax(scores.masked_fill(~pairs, -math.inf), dim=-1), pairs, scores
+
+
+def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
+    """A mechanism beside its local window, sigma = ``sigmoid(mechanism_logit)`` per head:
+
+    * ``local`` (the window alone): ``A = softmax`` over the exact pairs;
+    * kernelized: one normaliser, ``A_ij = ((1 - sigma) e_ij [exact] + sigma s_ij [outside]) / sum_j (...)`` with
+      ``e_ij = exp(score_ij - max_exact score_i)`` and ``s_ij`` the mechanism's unnormalised similarity (LoLCATs);
+    * others: ``(1 - sigma) A_window + sigma A_mechanism`` (context likewise), the global rows the window's.
+    """
+    window, pairs, scores = window_attention(attn, x)
+    value = projections(attn, x)[2]
+    if attn.window.initial_mechanism_weight is None:
+        return attend(window, value)
+    sigma = torch.sigmoid(attn.window.mechanism_logit)[:, None, None]
+    if attn.name in KERNEL_SIMILARITIES:
+        similarity, _ = KERNEL_SIMILARITIES[attn.name](attn, x)
+        exact = torch.exp(scores - scores.masked_fill(~pairs, -math.inf).amax(-1, keepdim=True)) * pairs
+        terms = (1 - sigma) * exact + sigma * similarity * ~pairs
+        return attend(terms / terms.sum(-1, keepdim=True), value)
+    mechanism = REFERENCES[attn.name](attn, x, state)
+    global_rows = (torch.arange(x.shape[0]) < attn.window.global_tokens)[:, None]
+    attention = torch.where(global_rows, window, (1 - sigma) * window + sigma * mechanism.attention)
+    context = torch.where(global_rows, window @ value, (1 - sigma) * (window @ value) + sigma * split(
+        mechanism.context, attn.num_heads))
+    return Reference(merge(context), attention, state=mechanism.state, aux_loss=mechanism.aux_loss)
+
+
 def reference(attn, x: torch.Tensor, padding_mask: torch.Tensor, state=None) -> list[Reference]:
     """The reference of every sequence of a padded batch, on its real tokens only.
 
     ``x [B, N, C]``, ``padding_mask [B, N]`` (True = real), ``state``: batched, as the module takes it."""
-    return [
-        REFERENCES[attn.name](attn, x[b][padding_mask[b]], None if state is None else state[b])
-        for b in range(x.shape[0])
-    ]
+    of = windowed_reference if attn.window is not None else REFERENCES[attn.name]
+    return [of(attn, x[b][padding_mask[b]], None if state is None else state[b]) for b in range(x.shape[0])]

@@ -32,6 +32,7 @@ from hf_effattn.finetuning.output_folder import check_output_folder, remove_prev
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
+from hf_effattn.hybrid_parts import mechanism_weights
 from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
 from hf_effattn.user_errors import run_script
 from hf_effattn.window_options import with_window_settings
@@ -116,6 +117,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
         transfer=transfer,
         lora=is_peft_model(model),
         license=card_license(options.model_name_or_path, options.license),
+        window_weights=mechanism_weights(model) or None,
     )
 
 

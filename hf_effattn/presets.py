@@ -89,7 +89,8 @@ ROBERTA = dict(type_vocab_size=1, layer_norm_eps=1e-5, bos_token_id=0, eos_token
 LRA = dict(vocab_size=260, pad_token_id=0, bos_token_id=1, eos_token_id=2, type_vocab_size=1)
 DBA_TABLE_7 = "DBA Table 7 (the standard LRA settings, also used by the PSF-Attn paper's LRA tasks)"
 # Linformer's k = 256 exceeds the 65 tokens of a 32x32 image in 4x4 patches (nothing to compress): 16, n/k about 4.
-SMALL_VIT_OVERRIDES = {"linformer": {"projected_length": 16}}
+# The window alone: 128 exceeds them too; 16 reaches 8 patches either way, a row of the 8 x 8 grid.
+SMALL_VIT_OVERRIDES = {"linformer": {"projected_length": 16}, "local": {"local_window": 16}}
 
 for architecture in (
     Architecture("roberta-base", "text", "RoBERTa-base (FacebookAI/roberta-base)",

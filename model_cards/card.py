@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model_classes import TASKS
-from ..modeling.attentions import describe_attention
+from ..modeling.attentions import describe_attention, get_attention_class
+from ..modeling.kernel_attention import KernelAttention
 from ..modeling.pretrained import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
@@ -144,6 +145,8 @@ class CardContent:
     # "position_extension", with "trained_length", the longest input the run trained on, for the latter.
     extension: dict | None = None
     license: License = License(None)
+    # With a local window beside the mechanism: each layer's learned weight of the mechanism's part, per head.
+    window_weights: list[list[float]] | None = None
 
 
 def is_hub_id(name: str | None) -> bool:
@@ -278,6 +281,10 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         best_sentence=best_sentence,
         hyperparameters=content.hyperparameters,
         transfer=content.transfer,
+        window_weights=content.window_weights,
+        local_window=content.attention_config.get("local_window"),
+        global_tokens=content.attention_config.get("global_tokens"),
+        shared_normaliser=issubclass(get_attention_class(content.attention_type), KernelAttention),
         lora=content.lora,
         extension=content.extension and {**content.extension, "parameters": ", ".join(
             f"`{name}`" for name in fold_layers(content.extension["parameters"]).split(", "))},

@@ -359,9 +359,12 @@ def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | Non
     known = [f.name for f in dataclasses.fields(settings_class)]
     unknown = sorted(set(settings) - set(known))
     if unknown:
+        window = [f.name for f in dataclasses.fields(AttentionSettings)]
+        own = [setting for setting in known if setting not in window]
         raise ValueError(
             f"Unknown setting(s) {', '.join(unknown)} for attention {name!r}. "
-            f"Valid settings: {', '.join(known) or 'none'}."
+            f"Valid settings: {', '.join(own) or 'none of its own'}; and the local window's, "
+            f"{', '.join(window)}."
         )
     return settings_class(**settings)
 

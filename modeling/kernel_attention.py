@@ -27,6 +27,9 @@ class KernelAttention(EfficientAttention):
     """Base of the kernelized mechanisms (see the module docstring); subclasses define :meth:`kernel_features`."""
 
     initial_mechanism_weight = 0.01  # measured on MiniLM at 2,048 tokens: see docs/long-inputs.md
+    # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
+    # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
+    mechanism_outside_window: bool = True
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
         """``phi(Q) [B, h, N, F]`` and ``varphi(K) [B, h, N, F]`` (zero at pads) from the projections ``[B, h, N,
@@ -87,6 +90,7 @@ class KernelAttention(EfficientAttention):
         scale = query.shape[-1] ** -0.5
         exact = exact_weights(blocks.queries(query) @ blocks.keys(key).transpose(-1, -2) * scale, blocks.allowed)
         inside = (blocks.queries(query_features) @ blocks.keys(key_features).transpose(-1, -2)) * blocks.allowed
+        inside = inside * self.mechanism_outside_window  # the exact keys' terms, taken out of the mechanism's part
         dropped = key_features if keep is None else key_features * keep
         everywhere = blocks.queries(query_features @ (dropped.transpose(-1, -2) @ value))  # [B, h, n, b, d]
         everywhere_sums = blocks.queries(query_features @ key_features.sum(2).unsqueeze(-1))  # [B, h, n, b, 1]
@@ -103,6 +107,6 @@ class KernelAttention(EfficientAttention):
         the projections and features ``[B, h, N, *]`` in token positions (key features zero at pads)."""
         allowed = self.window.dense_allowed(order, query.shape[2], query.device)
         exact = exact_weights(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
-        outside = (query_features @ key_features.transpose(-1, -2)) * ~allowed
+        outside = (query_features @ key_features.transpose(-1, -2)) * (~allowed if self.mechanism_outside_window else 1)
         terms = (1 - weight[..., 0]) * exact + weight[..., 0] * outside
         return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)

@@ -35,9 +35,11 @@ class Row:
 
 
 def hybrid(mechanism: str, window: int = WINDOW, suffix: str = "", **dropouts) -> Row:
+    """A mechanism beside a window, with the default window dropout (a share of 0.25 of the transfer steps and 0.1 of
+    the masked-LM steps) unless ``dropouts`` say otherwise."""
     dropouts = {"transfer_window_dropout": 0.25, "mlm_window_dropout": 0.1, **dropouts}
-    return Row(f"{mechanism}-w{window}{suffix}", mechanism, {"local_window": window}, **dropouts,
-               what=f"{mechanism} beside a {window}-token window")
+    what = f"{mechanism} beside a {window}-token window" + (", no window dropout" if suffix else "")
+    return Row(f"{mechanism}-w{window}{suffix}", mechanism, {"local_window": window}, **dropouts, what=what)
 
 
 ROWS = {row.name: row for row in [

@@ -43,6 +43,7 @@ from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import pair
@@ -136,7 +137,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
         if report is not None:
             report.save(folder)
         write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
-                   extension)
+                   extension, mechanism_weights(model) or None)
     return (model, report) if output_transfer_report else model
 
 
@@ -192,9 +193,10 @@ def split_transfer(transfer: dict) -> tuple[dict, dict]:
 
 
 def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, config, report,
-               license: str | None = None, extension: dict | None = None) -> None:
-    """The folder's model card: the mechanism, the source checkpoint, its licence, an extension of its input size
-    and, after a transfer, its report."""
+               license: str | None = None, extension: dict | None = None,
+               window_weights: list[list[float]] | None = None) -> None:
+    """The folder's model card: the mechanism, the source checkpoint, its licence, an extension of its input size,
+    the learned weights beside a local window and, after a transfer, its report."""
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
@@ -204,7 +206,7 @@ def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, co
         attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
         transfer=report.to_dict() if report else None, license=card_license(checkpoint, license),
-        extension=extension,
+        extension=extension, window_weights=window_weights,
     ))
 
 

@@ -13,6 +13,7 @@ from typing import Callable
 from ..conversion import check_found
 from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
+from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, CardKind, card_license, card_writer
 from ..window_options import with_window_settings
 from .arguments import build_parser, check_against_model
@@ -191,6 +192,7 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         lora=is_peft_model(unwrapped),
         license=card_license(args.model_name_or_path, args.license),
         extension=getattr(args, "position_extension", None),  # set by a script that extends the model as it loads
+        window_weights=mechanism_weights(unwrapped) or None,
     )
 
 

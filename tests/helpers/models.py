@@ -29,6 +29,8 @@ VISION = dict(SIZES, image_size=8, patch_size=4, encoder_stride=4, num_channels=
 
 def with_window(attention_type: str, window: dict, overrides: dict) -> tuple[str, dict]:
     """``"local"`` and ``"<name>+window"`` cases: the mechanism, and ``window`` merged into its settings."""
+    if not isinstance(attention_type, str):  # left for the config to refuse
+        return attention_type, overrides
     if attention_type == "local" or attention_type.endswith("+window"):
         overrides = {**overrides, "attention_config": {**window, **(overrides.get("attention_config") or {})}}
     return attention_type.removesuffix("+window"), overrides

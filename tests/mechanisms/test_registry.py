@@ -12,6 +12,7 @@ from hf_effattn.modeling import attention_base
 from helpers.mechanisms import MECHANISMS
 
 CAPABILITIES = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
+NO_WINDOW = {"local_window": None, "global_tokens": 0}  # the window settings every mechanism has, off by default
 
 
 @pytest.fixture
@@ -45,7 +46,7 @@ def test_register_attention_adds_a_buildable_mechanism(tiny_mechanism):
     assert isinstance(attn, tiny_mechanism) and attn.name == "tiny_test"
     x = torch.randn(1, 5, 8)
     torch.testing.assert_close(attn(x).context, 3.0 * attn.value(x))
-    assert hf_effattn.describe_attention("tiny_test")["defaults"] == {"scale": 2.0}
+    assert hf_effattn.describe_attention("tiny_test")["defaults"] == {**NO_WINDOW, "scale": 2.0}
 
 
 def test_registering_a_taken_name_raises(tiny_mechanism):
@@ -127,20 +128,24 @@ def test_capability_flags():
         "linear": {"supports_padding_mask", "uses_query_key"},
         "performer": {"supports_padding_mask", "uses_query_key"},
         "cosformer": {"supports_padding_mask", "uses_query_key"},
+        "local": {"supports_padding_mask", "uses_query_key"},
     }
 
 
 def test_describe_attention_paper_defaults():
-    assert hf_effattn.describe_attention("dba")["defaults"] == {"compressed_length": 16, "compressed_dim": 24}
+    assert hf_effattn.describe_attention("dba")["defaults"] == {**NO_WINDOW, "compressed_length": 16,
+                                                                "compressed_dim": 24}
     singular = hf_effattn.describe_attention("singularformer")["defaults"]
     assert singular["gamma_orthogonal"] == singular["gamma_diagonal"] == 0.01 and singular["rank"] is None
     assert hf_effattn.describe_attention("kerformer")["defaults"]["se_mode"] == "token"
     assert hf_effattn.describe_attention("nystromformer")["defaults"] == {
-        "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
+        **NO_WINDOW, "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
     }
-    assert hf_effattn.describe_attention("linformer")["defaults"] == {"projected_length": 256, "share_kv": True}
+    assert hf_effattn.describe_attention("linformer")["defaults"] == {**NO_WINDOW, "projected_length": 256,
+                                                                      "share_kv": True}
     assert hf_effattn.describe_attention("performer")["defaults"] == {
-        "num_features": 256, "redraw_interval": None, "feature_seed": 0
+        **NO_WINDOW, "num_features": 256, "redraw_interval": None, "feature_seed": 0
     }
-    assert hf_effattn.describe_attention("linear")["defaults"] == {"eps": 1e-6}
-    assert hf_effattn.describe_attention("cosformer")["defaults"] == {"eps": 1e-6}
+    assert hf_effattn.describe_attention("linear")["defaults"] == {**NO_WINDOW, "eps": 1e-6}
+    assert hf_effattn.describe_attention("cosformer")["defaults"] == {**NO_WINDOW, "eps": 1e-6}
+    assert hf_effattn.describe_attention("local")["defaults"] == {"local_window": 128, "global_tokens": 0}

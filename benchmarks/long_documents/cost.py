@@ -1,0 +1,135 @@
+#!/usr/bin/env python
+"""The cost of one training step of each benchmark row at 2,048 and 8,192 tokens, against softmax at the same length.
+
+Each row of ``common.ROWS`` (its attention and window, not its trained weights: the cost does not depend on them) is
+MiniLM-L6-H384 converted as ``pretrain.py`` converts it, extended to the length, with a new 5-label classification
+head; one step is forward, backward and an AdamW step on one real document's first tokens (batch 1). The rows take
+turns (``--repeats`` rounds after a warm-up, one thread: the median of each is kept, so that a noisy machine slows
+every row alike), and each step's peak memory is PyTorch's allocator's (``hf_effattn.benchmark.measuring``).
+
+``--masked_lm`` times the masked-LM step of ``run_mlm.py`` instead, with the logits at every token (``dense``)
+and only at the masked ones (``sparse``, ModernBERT's sparse prediction, what ``run_mlm.py`` does).
+
+Results: ``results/cost/<length>.json`` and ``results/cost/masked_lm_<length>.json``.
+
+    python benchmarks/long_documents/cost.py --length 2048 --repeats 3
+    python benchmarks/long_documents/cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+
+from common import LONG, ROWS, default_device, read_jsonl, set_threads, write_result
+
+KIND = "cost"
+COST_ROWS = ["sdpa", "local-w128", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
+             "kerformer-w128", "dba-w128", "psf-w128"]
+
+
+def build(row_name: str, length: int, model_class):
+    """The row's model (MiniLM converted, extended to ``length``) as ``model_class``, in training mode."""
+    from pretrain import HEAD_FOLDER
+
+    row = ROWS[row_name]
+    extra = {"num_labels": 5} if "Classification" in model_class.__name__ else {}
+    return model_class.from_pretrained(HEAD_FOLDER, attention_type=row.attention, attention_config=row.settings,
+                                       convert_attention=True, max_length=length, **extra).to(default_device()).train()
+
+
+def document_ids(length: int):
+    """The first ``length`` tokens (with [CLS] and [SEP]) of the first training document long enough, ``[1, N]``."""
+    from transformers import AutoTokenizer
+
+    from pretrain import HEAD_FOLDER
+
+    tokenizer = AutoTokenizer.from_pretrained(HEAD_FOLDER)
+    for row in read_jsonl("mlm_train"):
+        ids = tokenizer(row["text"], truncation=True, max_length=length, return_tensors="pt")["input_ids"]
+        if ids.shape[1] == length:
+            return ids.to(default_device())
+    raise SystemExit(f"error: no training document has {length} tokens")
+
+
+def classification_step(model, ids):
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    labels = torch.tensor([0], device=ids.device)
+
+    def step():
+        model(input_ids=ids, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
+def masked_lm_step(model, ids, sparse: bool):
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    generator = torch.Generator().manual_seed(0)
+    labels = torch.where(torch.rand(ids.shape, generator=generator).to(ids.device) < 0.15, ids, -100)
+
+    def step():
+        model(input_ids=ids, labels=labels, sparse_prediction=sparse).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+    return step
+
+
+def subjects(rows: list[str], length: int, masked_lm: bool) -> dict:
+    """The training steps to time, by name."""
+    from hf_effattn import EffAttnRobertaForMaskedLM, EffAttnRobertaForSequenceClassification
+
+    ids = document_ids(length)
+    if not masked_lm:
+        return {row: classification_step(build(row, length, EffAttnRobertaForSequenceClassification), ids)
+                for row in rows}
+    steps = {}
+    for row in rows:
+        model = build(row, length, EffAttnRobertaForMaskedLM)
+        steps.update({f"{row} dense": masked_lm_step(model, ids, False),
+                      f"{row} sparse": masked_lm_step(model, ids, True)})
+    return steps
+
+
+def measure(rows: list[str], length: int, masked_lm: bool, repeats: int) -> dict:
+    """Median seconds and peak MiB of each subject's step, taking turns."""
+    from hf_effattn.benchmark.measuring import peak_bytes, timed_seconds
+
+    device = default_device()
+    steps = subjects(rows, length, masked_lm)
+    for step in steps.values():
+        step()  # warm-up; the optimizer's state exists before the measured steps
+    times = {name: [] for name in steps}
+    for _ in range(repeats):
+        for name, step in steps.items():
+            times[name].append(timed_seconds(step, device))
+    return {name: {"step_seconds": statistics.median(times[name]), "all_seconds": times[name],
+                   "peak_mib": peak_bytes(step, device) / 2**20} for name, step in steps.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", nargs="+", default=COST_ROWS, choices=list(ROWS))
+    parser.add_argument("--length", type=int, default=LONG)
+    parser.add_argument("--masked_lm", action="store_true", help="the masked-LM step, dense and sparse")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    set_threads(args.threads)
+    results = measure(args.rows, args.length, args.masked_lm, args.repeats)
+    name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
+    write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
+                              "device": str(default_device()), "steps": results,
+                              "what": "one training step: forward, backward, AdamW step; batch 1"})
+    for subject, result in results.items():
+        print(f"{subject:28s} {result['step_seconds']:8.2f} s  {result['peak_mib']:8.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()

@@ -24,17 +24,18 @@ import dataclasses
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainingArguments
 
-from hf_effattn.command_line import run_script, with_window_settings
 from hf_effattn.conversion import check_found
 from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
 from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
-from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
 from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.output_folder import check_output_folder, remove_previous_run
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 from hf_effattn.hybrid_parts import mechanism_weights
+from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
+from hf_effattn.user_errors import run_script
+from hf_effattn.window_options import with_window_settings
 
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
                    "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed")

@@ -49,8 +49,7 @@ from .modeling.modeling_effattn_vit import (
 )
 from .presets import create_config, create_model, list_models
 from .conversion import TransferReport, convert, transfer_attention
-
-__version__ = "0.1.0"
+from .version import __version__
 
 
 def _register_with_auto_classes() -> None:

@@ -1,55 +1,11 @@
-"""The ``hf-effattn`` command: ``list``, ``convert``, ``bench``, ``train-task``, ``demo``.
+"""Deprecated: the ``hf-effattn`` command is :mod:`hf_effattn.commands.main`."""
 
-Each subcommand lives in its own module, which provides ``add_arguments(parser)`` and ``run(args)``.
-Those modules import their heavy dependencies (datasets, accelerate, matplotlib) inside ``run`` so
-that building the parser stays fast. A user error (:mod:`hf_effattn.command_line`) prints one line and exits
-with status 2; ``--debug`` shows its traceback instead.
-"""
-
-from __future__ import annotations
-
-import argparse
-import importlib
 import sys
 
-from . import __version__
-from .command_line import OneLineParser, user_errors_reported
+from .commands.main import SUBCOMMANDS, build_parser, main, version_line  # noqa: F401
+from .deprecation import warn_moved
 
-SUBCOMMANDS = {
-    "list": ("hf_effattn.listing", "List the registered attention mechanisms and model presets."),
-    "convert": ("hf_effattn.conversion.command", "Convert a RoBERTa/BERT/ViT checkpoint to an efficient-attention model."),
-    "bench": ("hf_effattn.benchmark.command", "Time and measure memory of the mechanisms against SDPA."),
-    "train-task": ("hf_effattn.synthetic_tasks", "Train on a synthetic long-range task (adding, ordering, ListOps)."),
-    "demo": ("hf_effattn.demo", "Offline demo: fine-tune a small encoder, save it Hub-ready, reload it."),
-}
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = OneLineParser(prog="hf-effattn", description=__doc__.splitlines()[0])
-    parser.add_argument("--version", action="version", version=version_line())
-    parser.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its message")
-    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for name, (module, help_text) in SUBCOMMANDS.items():
-        sub = commands.add_parser(name, help=help_text, description=help_text)
-        sub.set_defaults(module=module)
-        importlib.import_module(module).add_arguments(sub)
-    return parser
-
-
-def version_line() -> str:
-    """``hf-effattn X (transformers Y, torch Z)``: what a bug report needs."""
-    import torch
-    import transformers
-
-    return f"%(prog)s {__version__} (transformers {transformers.__version__}, torch {torch.__version__})"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Run the subcommand; its status (0), or exit with status 2 on a bad option or a user error."""
-    args = build_parser().parse_args(argv)
-    with user_errors_reported(f"hf-effattn {args.command}", debug=args.debug):
-        return importlib.import_module(args.module).run(args) or 0
-
+warn_moved("hf_effattn.cli", "hf_effattn.commands.main")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,59 +1,6 @@
-"""``hf-effattn list``: the registered attention mechanisms and the model presets.
+"""Deprecated: ``hf-effattn list`` is :mod:`hf_effattn.commands.list`."""
 
-    hf-effattn list                     # both
-    hf-effattn list psf                 # the mechanisms and presets whose names contain "psf"
-    hf-effattn list "roberta-*/dba"     # a pattern (fnmatch wildcards) matches anywhere in a name too
-    hf-effattn list --attentions        # mechanisms only
-"""
+from .commands.list import attention_lines, matches, model_lines  # noqa: F401
+from .deprecation import warn_moved
 
-from __future__ import annotations
-
-import argparse
-import fnmatch
-
-from .modeling.attentions import describe_attention, list_attentions
-from .presets import ARCHITECTURES, list_models
-
-FLAGS = ("carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
-
-
-def matches(name: str, pattern: str) -> bool:
-    """Whether ``pattern`` (fnmatch wildcards allowed) matches a part of ``name``, ignoring case."""
-    return fnmatch.fnmatchcase(name.lower(), f"*{pattern.lower()}*")
-
-
-def attention_lines(pattern: str = "*") -> list[str]:
-    """One line per mechanism matching ``pattern``: name, paper, complexity, capabilities, default settings."""
-    lines = []
-    for name in (name for name in list_attentions() if matches(name, pattern)):
-        info = describe_attention(name)
-        flags = ", ".join(flag for flag in FLAGS if info[flag]) or "-"
-        lines.append(f"{name:15s} {info['paper']} | {info['complexity']} | {flags} | defaults {info['defaults']}")
-    return lines
-
-
-def model_lines(pattern: str) -> list[str]:
-    """One line per preset matching ``pattern``: name and what the architecture is."""
-    return [f"{name:40s} {ARCHITECTURES[name.split('/')[0]].description}" for name in list_models()
-            if matches(name, pattern)]
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("pattern", nargs="?", default="*",
-                        help="a part of the names to show, fnmatch wildcards allowed, e.g. psf or 'lra*/psf' "
-                             "(default: all)")
-    what = parser.add_mutually_exclusive_group()
-    what.add_argument("--attentions", action="store_true", help="list the attention mechanisms only")
-    what.add_argument("--models", action="store_true", help="list the model presets only")
-
-
-def run(args) -> int:
-    sections = []
-    matching = "" if args.pattern == "*" else f" matching {args.pattern!r}"
-    if not args.models:
-        sections.append((f"Attention mechanisms{matching} (attention_type)", attention_lines(args.pattern)))
-    if not args.attentions:
-        sections.append((f"Model presets{matching} (hf_effattn.create_model)", model_lines(args.pattern)))
-    for title, lines in sections:
-        print(f"{title}:\n" + "\n".join(f"  {line}" for line in lines or ["(none)"]))
-    return 0
+warn_moved("hf_effattn.listing", "hf_effattn.commands.list")

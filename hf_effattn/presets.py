@@ -9,14 +9,14 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
 
 * ``name``: ``"<architecture>/<attention_type>"``; a bare architecture name means ``"sdpa"``. Unknown names
   raise with the closest known ones.
-* ``task``: which head (see ``TASKS``). Default: sequence classification (text) or image classification
-  (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
+* ``task``: which head (see ``TASKS`` in :mod:`hf_effattn.model_classes`). Default: sequence classification
+  (text) or image classification (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
   updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
   ones (timm would store it unread). ``local_window`` and ``global_tokens`` (every mechanism's window settings)
-  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``. Transformers' ``attn_implementation="eager"`` / ``"sdpa"`` picks that
-  mechanism when the name does not pick another; other values raise. ``pretrained=True`` raises: presets have
-  no weights.
+  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``. Transformers'
+  ``attn_implementation="eager"`` / ``"sdpa"`` picks that mechanism when the name does not pick another; other
+  values raise. ``pretrained=True`` raises: presets have no weights.
 
 Architectures come with the papers' own settings (see ``ARCHITECTURES``); where a mechanism's default does
 not fit an architecture, the architecture adapts it in ``attention_overrides`` with the reason. Presets
@@ -32,31 +32,13 @@ import fnmatch
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import model_classes
+from .deprecation import moved_names
 from .modeling.attentions import list_attentions
-from .modeling.configuration_effattn import WINDOW_SETTINGS, EffAttnRobertaConfig, EffAttnViTConfig
-from .modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
-from .modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
+from .modeling.configuration_effattn import WINDOW_SETTINGS
 
-# task -> Auto class whose model it builds, per family.
-TASKS = {
-    "text": {
-        "base": "AutoModel",
-        "masked-lm": "AutoModelForMaskedLM",
-        "sequence-classification": "AutoModelForSequenceClassification",
-        "token-classification": "AutoModelForTokenClassification",
-        "question-answering": "AutoModelForQuestionAnswering",
-        "multiple-choice": "AutoModelForMultipleChoice",
-    },
-    "vision": {
-        "base": "AutoModel",
-        "image-classification": "AutoModelForImageClassification",
-        "masked-image-modeling": "AutoModelForMaskedImageModeling",
-    },
-}
-FAMILIES = {
-    "text": (EffAttnRobertaConfig, TEXT_AUTO_CLASSES, "sequence-classification"),
-    "vision": (EffAttnViTConfig, VISION_AUTO_CLASSES, "image-classification"),
-}
+# Moved to model_classes, still served here with a DeprecationWarning for one release.
+__getattr__ = moved_names(__name__, dict.fromkeys(("TASKS", "FAMILIES", "model_class"), "hf_effattn.model_classes"))
 
 
 @dataclass(frozen=True)
@@ -168,7 +150,7 @@ def create_config(name: str, **overrides):
     name raises with the closest config fields; ``attn_implementation``, see :func:`attention_from_overrides`)."""
     architecture, attention_type = resolve(name)
     attention_type = attention_from_overrides(name, attention_type, overrides)
-    config_class = FAMILIES[architecture.family][0]
+    config_class = model_classes.FAMILIES[architecture.family][0]
     window = {setting: overrides.pop(setting) for setting in WINDOW_SETTINGS if setting in overrides}
     check_config_names(config_class, overrides)
     attention_config = {
@@ -221,25 +203,18 @@ def check_config_names(config_class, overrides: dict) -> None:
             raise ValueError(f"{config_class.__name__} has no setting {name!r}.{hint}")
 
 
-def model_class(family: str, task: str):
-    """Our model class for ``task`` in ``family`` (``"text"`` or ``"vision"``)."""
-    if task not in TASKS[family]:
-        raise ValueError(f"Unknown task {task!r} for a {family} model: one of {', '.join(TASKS[family])}.")
-    return FAMILIES[family][1][TASKS[family][task]]
-
-
 def create_model(name: str, task: str | None = None, pretrained: bool = False, **overrides):
     """A randomly initialised model of preset ``name`` for ``task`` (see the module docstring). Presets have no
     weights: ``pretrained=True`` raises and says how to start from a checkpoint."""
     architecture, attention_type = resolve(name)
-    classification = FAMILIES[architecture.family][2]
+    classification = model_classes.FAMILIES[architecture.family][2]
     task = task or (classification if "num_labels" in overrides else "base")
     if pretrained:
         example = "FacebookAI/roberta-base" if architecture.family == "text" else "google/vit-base-patch16-224"
         raise ValueError(
             f"Preset {name!r} has no pretrained weights: create_model builds a randomly initialised model. To "
             f"start from a checkpoint, use the model class's from_pretrained, e.g. "
-            f"{model_class(architecture.family, task).__name__}.from_pretrained({example!r}, "
+            f"{model_classes.model_class(architecture.family, task).__name__}.from_pretrained({example!r}, "
             f"attention_type={attention_type!r})."
         )
-    return model_class(architecture.family, task)(create_config(name, **overrides))
+    return model_classes.model_class(architecture.family, task)(create_config(name, **overrides))

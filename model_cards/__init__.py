@@ -1,4 +1,5 @@
-"""The model card templates (Jinja, rendered by ``huggingface_hub.ModelCard``), shipped as package data.
+"""The model card of a Hub-ready folder: its Jinja template (``template.md``, rendered by
+``huggingface_hub.ModelCard``, shipped as package data) and the code that fills it in (:mod:`.card`).
 
 The folder sits at the top of the repository and is installed as ``hf_effattn.model_cards``.
 """
@@ -8,3 +9,11 @@ if __name__ != "hf_effattn.model_cards":
         f"This folder is the subpackage hf_effattn.model_cards, imported here as {__name__!r}: "
         "import hf_effattn.model_cards instead (install the package with `pip install -e .`)."
     )
+
+from .card import (  # noqa: E402 (after the check above)
+    IMAGE_CLASSIFICATION, TEMPLATE_PATH, TEXT_CLASSIFICATION, CardContent, CardKind, License, card_license,
+    card_writer, converted_kind, render_model_card, write_model_card,
+)
+
+__all__ = ["CardContent", "CardKind", "IMAGE_CLASSIFICATION", "License", "TEMPLATE_PATH", "TEXT_CLASSIFICATION",
+           "card_license", "card_writer", "converted_kind", "render_model_card", "write_model_card"]

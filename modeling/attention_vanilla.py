@@ -7,6 +7,11 @@ filled with the dtype's lowest value, softmax in float32, dropout on the probabi
 * ``sdpa``: ``torch.nn.functional.scaled_dot_product_attention``, which picks a fused kernel.
 
 Cost: O(N^2) time and, for ``eager``, O(N^2) memory.
+
+Both also compute in chunks of queries when ``max_chunk_scores`` is set (:meth:`EagerAttention.chunked_context`):
+each query's softmax is over all the keys, so every chunk is exact, and no more than ``max_chunk_scores`` scores
+``[B, h, rows, N]`` are held at once, whatever kernel PyTorch picks. Attention transfer's teacher runs so on long
+inputs (``hf_effattn.conversion.transfer.teacher``).
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ class EagerAttention(EfficientAttention):
   year = {2017}
 }"""
     complexity = "O(N^2 d) time, O(N^2) memory"
+    max_chunk_scores: int | None = None  # set: compute in chunks of queries of at most this many scores each
 
     def probabilities(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``softmax(Q K^T / sqrt(d))`` over real keys, ``[B, h, N, N]``."""
@@ -44,9 +50,23 @@ class EagerAttention(EfficientAttention):
         softmax_dtype = torch.promote_types(scores.dtype, torch.float32)  # at least float32, float64 stays
         return torch.softmax(masked_fill_min(scores, keep), dim=-1, dtype=softmax_dtype).to(query.dtype)
 
+    def chunked_context(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
+                        padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """``softmax(Q K^T / sqrt(d)) V`` ``[B, h, N, d]`` for chunks of queries, each holding at most
+        ``max_chunk_scores`` scores ``[B, h, rows, N]`` (at least one query a chunk); dropout as in ``sdpa``."""
+        batch, heads, keys, _ = key.shape
+        rows = max(1, self.max_chunk_scores // (batch * heads * keys))
+        mask = None if padding_mask is None else padding_mask[:, None, None, :]
+        dropout = self.dropout.p if self.training else 0.0
+        return torch.cat([F.scaled_dot_product_attention(queries, key, value, attn_mask=mask, dropout_p=dropout,
+                                                         scale=self.head_dim**-0.5)
+                          for queries in query.split(rows, dim=2)], dim=2)
+
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
         query, key, value = projections or self.project(hidden_states)
+        if self.max_chunk_scores is not None and not output_attentions:
+            return AttentionOutput(self.merge_heads(self.chunked_context(query, key, value, padding_mask)))
         probs = self.probabilities(query, key, padding_mask)
         context = torch.matmul(self.dropout(probs), value)
         return AttentionOutput(self.merge_heads(context), attentions=probs if output_attentions else None)
@@ -60,7 +80,7 @@ class SdpaAttention(EagerAttention):
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
-        if output_attentions:
+        if output_attentions or self.max_chunk_scores is not None:
             return super().attend(hidden_states, padding_mask, state, output_attentions, projections)
         query, key, value = projections or self.project(hidden_states)
         mask = None if padding_mask is None else padding_mask[:, None, None, :]

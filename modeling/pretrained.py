@@ -20,6 +20,10 @@ that were extended, with layer numbers folded into ``*``: once, in place of Tran
 (which is shown only when loading fails, since its error message points to it). ``output_loading_info=True``
 returns them too, the extension as ``info["position_extension"]`` (``None`` when there was none).
 
+Everything that can be refused is refused from the checkpoint's ``config.json`` alone, before any weight is read:
+:meth:`EffAttnPreTrainedModel.plan_load` is that pre-flight check (conversion runs it before it reads anything
+else), :meth:`EffAttnPreTrainedModel.from_plan` the load it planned; ``from_pretrained`` is the two in turn.
+
 Saving (:meth:`EffAttnPreTrainedModel.save_pretrained`) writes the weights under this model's own names and
 a ``config.json`` whose ``auto_map`` names the config and every head of the family, next to the flat
 remote-code files, so that any ``Auto*`` class loads the folder with ``trust_remote_code=True``.
@@ -30,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import logging as std_logging
 import re
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
@@ -43,6 +48,20 @@ logger = logging.get_logger(__name__)
 
 # Arguments of ``from_pretrained`` that locate the checkpoint's files.
 HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
+
+
+@dataclass
+class LoadPlan:
+    """A load that :meth:`EffAttnPreTrainedModel.plan_load` checked and :meth:`~EffAttnPreTrainedModel.from_plan`
+    carries out: the checkpoint, its ``config.json`` (``source``), our config at the checkpoint's input size
+    (``saved``: what its weights load into) and at the requested one (``target``: what the model is extended to),
+    and the other arguments of ``from_pretrained`` (``key_mapping`` set for a source architecture)."""
+
+    path: str
+    source: dict
+    saved: PreTrainedConfig
+    target: PreTrainedConfig
+    kwargs: dict
 
 
 class EffAttnPreTrainedModel(PreTrainedModel):
@@ -77,7 +96,8 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         convert_attention: bool = False,
         **kwargs,
     ):
-        """Load a checkpoint of this family or of a source architecture (see the module docstring).
+        """Load a checkpoint of this family or of a source architecture (see the module docstring): the checks of
+        :meth:`plan_load`, then :meth:`from_plan`.
 
         Args:
             attention_type: the mechanism to use (default: the checkpoint's own, or ``"sdpa"`` for a source
@@ -87,10 +107,25 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 settings: weights shared by both are reused, the others dropped or initialised, and listed.
             max_length (text) / image_size (ViT): extend the model to this input size, at least the checkpoint's
                 (see the module docstring).
+            config_dict: the checkpoint's ``config.json`` as a dict, when the caller has read it (it is not read
+                again).
             kwargs: as for :meth:`transformers.PreTrainedModel.from_pretrained` (config values such as
                 ``num_labels`` included).
         """
-        source = PreTrainedConfig.get_config_dict(
+        plan = cls.plan_load(pretrained_model_name_or_path, attention_type, attention_config, convert_attention,
+                             **kwargs)
+        return cls.from_plan(plan, *model_args)
+
+    @classmethod
+    def plan_load(cls, pretrained_model_name_or_path, attention_type: str | None = None,
+                  attention_config: dict | None = None, convert_attention: bool = False,
+                  config_dict: dict | None = None, **kwargs) -> LoadPlan:
+        """The pre-flight check of a load, from the checkpoint's ``config.json`` alone (read here unless given as
+        ``config_dict``): ``ValueError`` for a checkpoint of another model type, a smaller input size than the
+        checkpoint's, or another mechanism than the checkpoint's without ``convert_attention``; bad settings raise
+        as the config checks them. Nothing else is read; :meth:`from_plan` loads what it returns. Arguments as for
+        :meth:`from_pretrained`."""
+        source = config_dict if config_dict is not None else PreTrainedConfig.get_config_dict(
             pretrained_model_name_or_path, **{k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
         )[0]
         source_type = source.get("model_type")
@@ -114,28 +149,35 @@ class EffAttnPreTrainedModel(PreTrainedModel):
             check_same_attention(source, config, pretrained_model_name_or_path, convert_attention)
         else:
             kwargs.setdefault("key_mapping", cls.checkpoint_key_mappings[source_type])
+        return LoadPlan(pretrained_model_name_or_path, source, saved, target, kwargs)
+
+    @classmethod
+    def from_plan(cls, plan: LoadPlan, *model_args):
+        """Load the checkpoint as :meth:`plan_load` checked it: its weights at the checkpoint's input size, then
+        extended to the planned one; the load report logged (see the module docstring)."""
+        kwargs = dict(plan.kwargs)
         output_loading_info = kwargs.pop("output_loading_info", False)
         try:
             with transformers_load_report_held_back():
                 model, info = super().from_pretrained(
-                    pretrained_model_name_or_path, *model_args, config=saved, output_loading_info=True, **kwargs
+                    plan.path, *model_args, config=plan.saved, output_loading_info=True, **kwargs
                 )
         except RuntimeError as error:
             if "ignore_mismatched_sizes" not in str(error):
                 raise
             raise ValueError(
-                f"Some weights of {pretrained_model_name_or_path} have other shapes in this model, whose config "
+                f"Some weights of {plan.path} have other shapes in this model, whose config "
                 "(attention settings, num_labels, ...) differs from the checkpoint's; the load report above lists "
                 "them. Pass ignore_mismatched_sizes=True (hf-effattn convert --ignore_mismatched_sizes) to "
                 "initialise them anew."
             ) from error
         info["position_extension"] = None
-        if target.input_size != saved.input_size:
+        if plan.target.input_size != plan.saved.input_size:
             info["position_extension"] = {
-                "argument": target.size_argument, "from": saved.input_size, "to": target.input_size,
-                "parameters": extend_positions(model, target),
+                "argument": plan.target.size_argument, "from": plan.saved.input_size, "to": plan.target.input_size,
+                "parameters": extend_positions(model, plan.target),
             }
-        log_loading_report(model, info, pretrained_model_name_or_path, source_type)
+        log_loading_report(model, info, plan.path, plan.source.get("model_type"))
         return (model, info) if output_loading_info else model
 
     def extend_position_embeddings(self, config) -> None:

@@ -78,7 +78,7 @@ def pair(source: str, attention_type: str, extension: dict):
 
 def one_step(model, teacher, batch: dict, optimizer, parameters):
     """A transfer step exactly as ``transfer_attention`` takes it."""
-    from hf_effattn.conversion.transfer import transfer_step
+    from hf_effattn.conversion.transfer.training import transfer_step
 
     def step():
         transfer_step(model, teacher, batch, parameters, max_grad_norm=1.0)
@@ -93,7 +93,7 @@ def teacher_peaks(source: str, teacher, batch: dict, extension: dict) -> dict:
     whole with ``sdpa`` (PyTorch's fused kernel) and with ``eager`` (the scores written out)."""
     from hf_effattn import EffAttnRobertaModel
     from hf_effattn.benchmark.measuring import cpu_peak_bytes
-    from hf_effattn.conversion.transfer import teacher_targets
+    from hf_effattn.conversion.transfer.teacher import teacher_targets
 
     eager = EffAttnRobertaModel.from_pretrained(source, attention_type="eager", **extension).eval()
     with torch.no_grad():
@@ -105,7 +105,7 @@ def teacher_peaks(source: str, teacher, batch: dict, extension: dict) -> dict:
 def measure(source: str, length: int, args) -> dict:
     from hf_effattn import transfer_attention
     from hf_effattn.benchmark.measuring import cpu_peak_bytes
-    from hf_effattn.conversion.transfer import trainable_parameters, training_only
+    from hf_effattn.conversion.transfer.training import trainable_parameters, training_only
     from transformers import AutoTokenizer
 
     batch = document_batch(AutoTokenizer.from_pretrained(source), length)

@@ -39,7 +39,7 @@ and returns the :class:`Row` s that the command prints, writes and plots; :func:
 
 The modules, one idea each:
 
-* :mod:`.settings`: :class:`BenchmarkSettings`, what is measured, and its checks;
+* :mod:`.options`: :class:`BenchmarkSettings`, what is measured (the command's options), and its checks;
 * :mod:`.subjects`: the measured modules (mechanism, layer, encoder, floor, peer) on their inputs, and their steps;
 * :mod:`.peers`: Transformers' encoders timed beside ours (``--peers``);
 * :mod:`.measuring`: wall time and peak memory of a call, several subjects timed in turns;
@@ -49,14 +49,15 @@ The modules, one idea each:
 * :mod:`.summary`: where each mechanism beats sdpa (and the peers), and how its time grows;
 * :mod:`.tables`, :mod:`.plots`: ``results.csv`` and ``results.md``, ``results.png``;
 * :mod:`.machine`: the machine's description in the results;
-* :mod:`.results`: :func:`write_results`, the three files and the printed summaries;
-* :mod:`.command`: ``hf-effattn bench``.
+* :mod:`.results`: :func:`write_results`, the three files and the printed summaries.
+
+Its command line, ``hf-effattn bench``, is :mod:`hf_effattn.commands.bench`.
 """
 
+from .options import BenchmarkSettings
 from .results import write_results
 from .rows import Row
 from .runner import run_benchmark
-from .settings import BenchmarkSettings
 from .summary import Summary
 
 __all__ = ["BenchmarkSettings", "Row", "Summary", "run_benchmark", "write_results"]

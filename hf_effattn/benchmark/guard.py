@@ -11,8 +11,8 @@ from dataclasses import replace
 import torch
 
 from .measuring import MIB, infeasible, measure_round_robin
+from .options import DTYPES
 from .rows import Infeasible, Row, empty_row
-from .settings import DTYPES
 from .subjects import Subject, build_subject
 
 PROBE_LENGTH = 64  # a series' first length is approached by single calls at 64, 128, ... tokens below it

@@ -12,8 +12,8 @@ from typing import Callable
 
 import torch
 
+from .options import MODES
 from .rows import Infeasible
-from .settings import MODES
 from .subjects import Subject, make_step
 
 MIB = 2**20

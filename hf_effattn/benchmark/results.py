@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from .options import BenchmarkSettings
 from .plots import write_plot
 from .rows import Row
-from .settings import BenchmarkSettings
 from .summary import Summary, summarise
 from .tables import write_csv, write_markdown
 

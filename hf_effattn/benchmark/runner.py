@@ -9,9 +9,9 @@ from ..modeling.attentions import list_attentions
 from .guard import default_memory_limit_mib, guarded_subject, probe_rows
 from .machine import load_average, machine_description
 from .measuring import infeasible, measure_round_robin, memory_method
+from .options import BASELINE, FLOOR, BenchmarkSettings
 from .peers import CANNOT_RUN, selected_peers
 from .rows import Infeasible, Row, empty_row, format_row
-from .settings import BASELINE, FLOOR, BenchmarkSettings
 
 
 def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:

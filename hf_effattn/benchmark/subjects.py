@@ -11,9 +11,9 @@ import torch
 from torch import nn
 
 from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention
+from .options import BASELINE, DTYPES, FLOOR
 from .peers import Peer, peer_of
 from .rows import Infeasible
-from .settings import BASELINE, DTYPES, FLOOR
 
 
 class FloorAttention(EfficientAttention):

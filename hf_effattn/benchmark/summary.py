@@ -7,9 +7,9 @@ import math
 import statistics
 from dataclasses import dataclass
 
+from .options import BASELINE, FLOOR
 from .peers import peer_of
 from .rows import Row, mechanisms_of, series
-from .settings import BASELINE, FLOOR
 
 
 def growth_exponent(points: dict[int, float], fit_points: int) -> float | None:

@@ -12,9 +12,9 @@ import torch
 
 from .machine import load_average, machine_description
 from .measuring import memory_method
+from .options import BASELINE, FLOOR
 from .peers import CANNOT_RUN, PEERS, VOCAB_SIZE, describe_peers, selected_peers
 from .rows import COLUMNS, Row, mechanisms_of
-from .settings import BASELINE, FLOOR
 from .summary import Summary
 
 

@@ -1,10 +1,11 @@
 """From a pretrained checkpoint to an efficient-attention model: conversion, attention transfer and its data.
 
 * :mod:`.convert`: :func:`convert` loads a RoBERTa, BERT or ViT checkpoint (or one of ours) with another
-  mechanism and saves it Hub-ready; :mod:`.command` is ``hf-effattn convert``; :mod:`.output_folder` is where it
-  may write and how it writes there without losing anything.
+  mechanism and saves it Hub-ready; :mod:`.output_folder` is where it may write and how it writes there without
+  losing anything. Its command line, ``hf-effattn convert``, is :mod:`hf_effattn.commands.convert`.
 * :mod:`.transfer`: :func:`transfer_attention` trains the new attention to reproduce the checkpoint's softmax
-  attention; :mod:`.transfer_data` turns texts or images into its batches; :mod:`.peak_memory` measures its peak memory.
+  attention: its report, its teacher, its losses, its training, its data (texts or images into batches) and its
+  peak memory, one module each.
 """
 
 from .convert import check_found, convert

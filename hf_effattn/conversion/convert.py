@@ -28,7 +28,7 @@ card) and the saved tokenizer's ``model_max_length`` or image processor's ``size
 
 With ``--transfer_data SOURCE --transfer_steps N`` the new attention is first trained to reproduce the
 checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the texts or images of ``SOURCE``
-(:mod:`hf_effattn.conversion.transfer_data`); the report is printed and saved beside the model as
+(:mod:`hf_effattn.conversion.transfer.data`); the report is printed and saved beside the model as
 ``attention_transfer.json``.
 """
 
@@ -44,41 +44,13 @@ from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
 from ..hybrid_parts import mechanism_weights
+from ..model_cards import CardContent, card_license, converted_kind, write_model_card
+from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import pair
-from ..presets import FAMILIES, TASKS, model_class
 from .output_folder import prepare_output_folder, written_into_place
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
-
-
-def loadable_model_types() -> dict[str, str]:
-    """``model_type -> family`` (``"text"`` or ``"vision"``) for every checkpoint our models load."""
-    families = {}
-    for family, (_, auto_classes, _) in FAMILIES.items():
-        base = auto_classes["AutoModel"]
-        for model_type in (base.config_class.model_type, *base.checkpoint_key_mappings):
-            families[model_type] = family
-    return families
-
-
-def family_of(model_type: str) -> str:
-    """The family whose models load checkpoints of ``model_type``."""
-    families = loadable_model_types()
-    if model_type not in families:
-        raise ValueError(
-            f"Cannot convert a checkpoint of model_type {model_type!r}: one of {', '.join(families)} is needed."
-        )
-    return families[model_type]
-
-
-def task_of(family: str, architectures: list[str] | None) -> str:
-    """The task whose head the checkpoint was saved with (``"base"`` when it has none of ours)."""
-    for task, auto_class in TASKS[family].items():
-        suffix = auto_class.removeprefix("AutoModel")
-        if suffix and any(name.endswith(suffix) for name in architectures or ()):
-            return task
-    return "base"
 
 
 def check_found(checkpoint) -> None:
@@ -97,8 +69,16 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
             attention_config: dict | None = None, convert_attention: bool = False,
             ignore_mismatched_sizes: bool = False, transfer: dict | None = None, max_length: int | None = None,
             image_size: int | None = None, overwrite_output_dir: bool = False, license: str | None = None,
-            **config_overrides):
-    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model.
+            output_transfer_report: bool = False, **config_overrides):
+    """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model, or with
+    ``output_transfer_report=True`` the tuple ``(model, report)``: the :class:`~hf_effattn.TransferReport` of the
+    attention transfer (``None`` without one), as ``from_pretrained(..., output_loading_info=True)`` returns its
+    extra output. The report is also saved in the folder (``attention_transfer.json``).
+
+    Everything that can be refused is refused before any weight loads, from the checkpoint's ``config.json``
+    (read once) and the request: the output folder, the checkpoint's type, the head, the mechanism's settings, the
+    input size (:meth:`~hf_effattn.modeling.pretrained.EffAttnPreTrainedModel.plan_load`, the check
+    ``from_pretrained`` runs) and the transfer's arguments and data.
 
     ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
     ViT checkpoint): e.g. to extend one of ours with ``max_length``.
@@ -130,38 +110,35 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     loader = model_class(family, task)
     size = input_size_argument(loader.config_class.size_argument, family, max_length=max_length,
                                image_size=image_size)
-    saved = loader.config_from_checkpoint(source, None, None, {})[0]
-    if size:
-        saved.resized(saved.size_values(*size.values())).check_extends(saved, checkpoint)
     check_request(family, task, *requested_attention(source, attention_type, attention_config), transfer,
                   config_overrides)
+    plan = loader.plan_load(checkpoint, attention_type, attention_config, convert_attention, config_dict=source,
+                            ignore_mismatched_sizes=ignore_mismatched_sizes, output_loading_info=True, **size,
+                            **config_overrides)
+    processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
     if transfer:
         check_softmax(source.get("attention_type", "sdpa"), checkpoint)
         loader_arguments, transfer_arguments = split_transfer(transfer)
         if family == "text":
-            longest = max_length or saved.attention_max_length
+            longest = plan.target.attention_max_length
             loader_arguments["max_length"] = transfer_length(loader_arguments.get("max_length"), longest)
-        batches = transfer_batches(checkpoint, family, **loader_arguments)
-    model, info = loader.from_pretrained(
-        checkpoint, attention_type=attention_type, attention_config=attention_config,
-        convert_attention=convert_attention, ignore_mismatched_sizes=ignore_mismatched_sizes,
-        output_loading_info=True, **size, **config_overrides,
-    )
+        batches = transfer_batches(checkpoint, processor, family, **loader_arguments)
+    model, info = loader.from_plan(plan)
     extension = info["position_extension"]
     report = None
     if transfer:
-        report = transfer_attention(model, load_teacher(model, checkpoint), batches,
+        report = transfer_attention(model, load_teacher(model, checkpoint, config_dict=source), batches,
                                     data_description=str(transfer["data"]), **transfer_arguments)
     with written_into_place(output_dir) as folder:
         model.save_pretrained(folder)
-        save_preprocessor(checkpoint, family, folder, model.config if extension else None)
+        save_preprocessor(processor, family, folder, model.config if extension else None)
         save_sentence_transformers_modules(checkpoint, folder, model.config if extension else None)
         if report is not None:
             report.save(folder)
         write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
                    extension, mechanism_weights(model) or None)
-    return model
+    return (model, report) if output_transfer_report else model
 
 
 def input_size_argument(argument: str, family: str, **sizes) -> dict:
@@ -173,9 +150,6 @@ def input_size_argument(argument: str, family: str, **sizes) -> dict:
         raise ValueError(f"--{wrong[0]} does not apply to a {family} checkpoint: its input size is set by "
                          f"--{argument}.")
     return given
-
-
-LABELLED_TASKS = ("sequence-classification", "token-classification", "image-classification")
 
 
 def requested_attention(source: dict, attention_type: str | None, attention_config: dict | None) -> tuple[str, dict]:
@@ -222,7 +196,7 @@ def transfer_argument_names() -> list[str]:
 
 def loader_argument_names() -> list[str]:
     """The arguments of :func:`transfer_batches` that ``convert(transfer=...)`` passes on (``data``, ...)."""
-    return list(inspect.signature(transfer_batches).parameters)[2:]  # after checkpoint and family
+    return list(inspect.signature(transfer_batches).parameters)[3:]  # after checkpoint, processor and family
 
 
 def split_transfer(transfer: dict) -> tuple[dict, dict]:
@@ -236,8 +210,6 @@ def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, co
                window_weights: list[list[float]] | None = None) -> None:
     """The folder's model card: the mechanism, the source checkpoint, its licence, an extension of its input size,
     the learned weights beside a local window and, after a transfer, its report."""
-    from ..finetuning.model_card import CardContent, card_license, converted_kind, write_model_card
-
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
@@ -251,15 +223,18 @@ def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, co
     ))
 
 
-def transfer_batches(checkpoint: str, family: str, data: str, column: str | None = None, split: str = "train",
-                     batch_size: int = 16, max_length: int = 128, seed: int = 0):
-    """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image processor (texts
+def transfer_batches(checkpoint: str, processor, family: str, data: str, column: str | None = None,
+                     split: str = "train", batch_size: int = 16, max_length: int = 128, seed: int = 0):
+    """The attention-transfer batches of ``data``, made by ``checkpoint``'s tokenizer or image ``processor`` (texts
     truncated to ``max_length`` tokens)."""
-    from .transfer_data import transfer_loader
+    from .transfer.data import transfer_loader
 
-    loader, _, _ = PREPROCESSORS[family]
-    return transfer_loader(data, loader.from_pretrained(checkpoint), family, column=column, split=split,
-                           batch_size=batch_size, max_length=max_length, seed=seed)
+    if processor is None:
+        called = PREPROCESSORS[family][2]
+        raise ValueError(f"{checkpoint} has no {called}, so the transfer data cannot be read for its model: add one "
+                         "to the checkpoint, or convert without --transfer_data.")
+    return transfer_loader(data, processor, family, column=column, split=split, batch_size=batch_size,
+                           max_length=max_length, seed=seed)
 
 
 PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is called)
@@ -268,15 +243,22 @@ PREPROCESSORS = {  # family -> (loader, file that marks its presence, what it is
 }
 
 
-def save_preprocessor(checkpoint: str, family: str, output_dir, extended_config=None) -> None:
-    """Copy the checkpoint's tokenizer (text) or image processor (vision) into ``output_dir``, if it has one; for a
-    model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
+def load_preprocessor(checkpoint: str, family: str):
+    """The checkpoint's tokenizer (text) or image processor (vision), loaded once for the transfer's batches and the
+    saved folder; ``None``, with a warning, when it has none."""
     loader, config_file, called = PREPROCESSORS[family]
     if cached_file(checkpoint, config_file, _raise_exceptions_for_missing_entries=False) is None:
         logger.warning(f"{checkpoint} has no {called} ({config_file}): add one to the converted folder before "
                        "publishing it.")
+        return None
+    return loader.from_pretrained(checkpoint)
+
+
+def save_preprocessor(processor, family: str, output_dir, extended_config=None) -> None:
+    """Save the checkpoint's tokenizer (text) or image ``processor`` (vision) into ``output_dir``, if it has one; for
+    a model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
+    if processor is None:
         return
-    processor = loader.from_pretrained(checkpoint)
     if extended_config is not None:
         PREPROCESSOR_SIZES[family](processor, extended_config)
     processor.save_pretrained(output_dir)

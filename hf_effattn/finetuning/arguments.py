@@ -7,7 +7,9 @@ import argparse
 import json
 from pathlib import Path
 
-from ..command_line import OneLineParser, add_window_arguments, non_negative_int, positive_int
+from ..argument_types import non_negative_int, positive_int
+from ..user_errors import OneLineParser
+from ..window_options import add_window_arguments
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 

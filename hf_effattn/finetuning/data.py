@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..command_line import percentage, positive_int
+from ..argument_types import percentage, positive_int
 from .metrics import MetricSpec
 
 FILE_LOADERS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}

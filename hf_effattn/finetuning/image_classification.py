@@ -1,8 +1,8 @@
 """Image classification fine-tuning (CIFAR-10, CIFAR-100, image folders, parquet): what
 ``finetune/run_image_classification.py`` runs."""
 
+from ..model_cards import IMAGE_CLASSIFICATION
 from .image_data import add_image_data_arguments, prepare_image_data
-from .model_card import IMAGE_CLASSIFICATION
 from .models import load_image_classifier, load_image_processor
 from .run import Recipe
 

@@ -23,9 +23,9 @@ from pathlib import Path
 
 from torch import nn
 
-from .. import EffAttnRobertaForSequenceClassification
-from ..modeling.attentions import get_attention_class
 from ..conversion.transfer import PROJECTIONS
+from ..modeling.attentions import get_attention_class
+from ..modeling.modeling_effattn_roberta import EffAttnRobertaForSequenceClassification
 
 logger = logging.getLogger(__name__)
 

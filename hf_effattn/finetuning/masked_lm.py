@@ -21,11 +21,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from .. import EffAttnRobertaForMaskedLM
-from ..command_line import positive_int
+from ..argument_types import positive_int
+from ..model_cards import CardKind
+from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 from .loop import Finetuner
 from .masked_lm_data import add_masked_lm_data_arguments, prepare_masked_lm_data
-from .model_card import CardKind
 from .models import is_preset, load_tokenizer
 from .run import Recipe
 
@@ -70,7 +70,7 @@ def checkpoint_config(args: argparse.Namespace):
     refuses presets, vision checkpoints and other model types, and ``--lora_r``."""
     from transformers import PreTrainedConfig
 
-    from ..conversion.convert import loadable_model_types
+    from ..model_classes import loadable_model_types
 
     if is_preset(args.model_name_or_path):
         raise ValueError(f"{args.model_name_or_path!r} is a preset (random weights): masked-LM continued pretraining "

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..command_line import positive_int, probability
+from ..argument_types import positive_int, probability
 from .data import (
     FILE_LOADERS,
     LabelInfo,

@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import logging
 
-from .. import EffAttnRobertaForSequenceClassification, EffAttnViTForImageClassification
+from ..modeling.modeling_effattn_roberta import EffAttnRobertaForSequenceClassification
+from ..modeling.modeling_effattn_vit import EffAttnViTForImageClassification
 from ..presets import create_model, list_models, resolve
 from .data import LabelInfo
 

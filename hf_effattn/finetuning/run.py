@@ -10,16 +10,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..command_line import with_window_settings
-from ..hybrid_parts import mechanism_weights
 from ..conversion import check_found
 from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
+from ..hybrid_parts import mechanism_weights
+from ..model_cards import CardContent, CardKind, card_license, card_writer
+from ..window_options import with_window_settings
 from .arguments import build_parser, check_against_model
 from .checkpoints import resolve_checkpoint
 from .lora import add_lora, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
-from .model_card import CardContent, CardKind, card_license, card_writer
 from .output_folder import RESULTS_FILE, prepare_output_folder
 from .publishing import publish_folder, repository_name, save_model_folder
 

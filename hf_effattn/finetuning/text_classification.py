@@ -1,7 +1,7 @@
 """Text classification fine-tuning (GLUE, IMDB, Amazon polarity, local files): what
 ``finetune/run_text_classification.py`` runs."""
 
-from .model_card import TEXT_CLASSIFICATION
+from ..model_cards import TEXT_CLASSIFICATION
 from .models import load_text_classifier, load_tokenizer
 from .run import Recipe
 from .text_data import add_text_data_arguments, prepare_text_data

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..command_line import positive_int
+from ..argument_types import positive_int
 from .data import PreparedData, add_dataset_arguments, limit_samples, load_raw_datasets, prepare_splits
 from .metrics import metric_spec
 

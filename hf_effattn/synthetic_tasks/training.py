@@ -1,5 +1,5 @@
-"""``hf-effattn train-task``: train a small encoder on a synthetic task on fresh samples and report the
-accuracy by the paper's criterion on a held-out set.
+"""Training a small encoder on a synthetic task on fresh samples, and its accuracy by the paper's criterion on a
+held-out set (the command line is ``hf-effattn train-task``, :mod:`hf_effattn.commands.train_task`).
 
 Every step draws a fresh batch from a seeded generator (the held-out set comes from a separate seed), trains
 with Adam (the PSF paper's optimiser: learning rate 1e-3, batch size 40), a linear warm-up then linear decay,
@@ -10,7 +10,6 @@ plus the mechanisms' auxiliary loss.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import time
 from dataclasses import dataclass
@@ -19,11 +18,10 @@ from typing import Callable, NamedTuple
 import torch
 import torch.nn.functional as F
 
-from ..modeling.attentions import list_attentions
 from .generators import (
     LISTOPS_VOCAB, TEMPORAL_ORDER_SYMBOLS, adding_problem, encode_listops, listops, temporal_order,
 )
-from .model import NORM_STYLES, POOLINGS, SyntheticTaskModel, encoder_config
+from .model import SyntheticTaskModel, encoder_config
 
 ADDING_TOLERANCE = 0.04  # a prediction is correct if |y - y_hat| < 0.04 (PSF paper, Sec. 5.2)
 EVAL_SEED_OFFSET = 1_000_003  # the held-out set's seed, away from the training seed
@@ -169,49 +167,3 @@ def train_task(args) -> dict:
     return {"settings": settings, "criterion": task.criterion, "train_losses": losses, "evaluations": evaluations,
             "accuracy": evaluations[-1]["accuracy"], "seconds": time.perf_counter() - start,
             "parameters": sum(p.numel() for p in model.parameters())}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", choices=list(TASKS))
-    parser.add_argument("--length", type=int, default=256,
-                        help="sequence length N (ListOps: the longest expression, padded per batch)")
-    parser.add_argument("--attention", default="psf", choices=list_attentions())
-    parser.add_argument("--attention_config", type=json.loads, default=None,
-                        help='the mechanism\'s settings as JSON, e.g. \'{"rank": 16}\'')
-    parser.add_argument("--steps", type=int, default=1000)
-    parser.add_argument("--batch_size", type=int, default=40)
-    parser.add_argument("--lr", type=float, default=1e-3)
-    parser.add_argument("--warmup_steps", type=int, default=100)
-    parser.add_argument("--layers", type=int, default=2)
-    parser.add_argument("--hidden_size", type=int, default=64)
-    parser.add_argument("--num_heads", type=int, default=4)
-    parser.add_argument("--dropout", type=float, default=0.0)
-    parser.add_argument("--pooling", choices=POOLINGS, default="first",
-                        help="first token (default: only token mixing brings the signal there) or the mean over "
-                        "real tokens (with which a per-token MLP alone can solve the adding problem)")
-    parser.add_argument("--norm_style", choices=list(NORM_STYLES), default="pre",
-                        help="pre-LN layers (ViT's arrangement, stable from scratch) or post-LN (RoBERTa's)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--eval_size", type=int, default=1000)
-    parser.add_argument("--eval_every", type=int, default=0, help="also evaluate every this many steps (0: at the end)")
-    parser.add_argument("--log_every", type=int, default=100)
-    parser.add_argument("--min_length", type=int, default=None,
-                        help="ListOps: shortest expression (default length / 4)")
-    parser.add_argument("--max_depth", type=int, default=10, help="ListOps: maximum tree depth")
-    parser.add_argument("--max_args", type=int, default=10, help="ListOps: most arguments of an operator")
-    parser.add_argument("--device", default="cpu")
-    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
-    parser.add_argument("--metrics_file", default=None, help="write the result (settings, losses, accuracy) as JSON")
-
-
-def run(args) -> int:
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    result = train_task(args)
-    print(f"{args.task} N={args.length} {args.attention}: held-out accuracy {result['accuracy']:.4f} "
-          f"({result['criterion']}, {args.eval_size} samples) after {args.steps} steps, {result['seconds']:.0f} s, "
-          f"{result['parameters']:,} parameters")
-    if args.metrics_file:
-        with open(args.metrics_file, "w") as handle:
-            json.dump(result, handle, indent=1)
-    return 0

@@ -1,0 +1,88 @@
+"""What ``hf-effattn bench`` measures: :class:`BenchmarkSettings` (the command line's options, with the same names
+and defaults), its checks, and the names of the parts, modes, dtypes, the baseline and the floor."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..modeling.attentions import list_attentions
+from .peers import PEERS
+
+FLOOR = "floor"
+BASELINE = "sdpa"
+PARTS = ("attention", "layer", "encoder")
+MODES = ("fwd", "fwd_bwd")
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+@dataclass
+class BenchmarkSettings:
+    """What :func:`run_benchmark` measures; the command line's options have the same names and defaults.
+
+    ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``lengths``: the
+    N to run. ``parts``: among ``"attention"``, ``"layer"``, ``"encoder"``. ``intermediate_size`` None: 4 x hidden.
+    ``num_layers``: layers of the whole encoder (part ``encoder``). ``peers``: Transformers' encoders timed beside
+    ours in part ``encoder`` (True: all of :data:`~.peers.PEERS`, or a list of their keys).
+    ``max_length`` None: each model built for the length it runs. ``repeats``: timed calls (median reported)
+    after ``warmup`` untimed ones. ``time_limit`` (s) and ``memory_limit_gb`` (None: half the free memory): skip
+    a length predicted to exceed them. ``fit_points``: longest lengths of the growth exponent. ``threads``: torch
+    CPU threads (None: torch's choice)."""
+
+    attentions: list[str] | None = None
+    lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192])
+    parts: list[str] = field(default_factory=lambda: list(PARTS))
+    batch_size: int = 1
+    hidden_size: int = 768
+    num_heads: int = 12
+    intermediate_size: int | None = None
+    num_layers: int = 2
+    peers: bool | list[str] = False
+    max_length: int | None = None
+    device: str = field(default_factory=default_device)
+    dtype: str = "float32"
+    repeats: int = 5
+    warmup: int = 1
+    time_limit: float = 60.0
+    memory_limit_gb: float | None = None
+    fit_points: int = 3
+    threads: int | None = None
+    seed: int = 0
+
+    def check(self) -> None:
+        """Raise ``ValueError`` naming a setting that cannot be run and how to fix it."""
+        if not self.lengths or min(self.lengths) < 1:
+            raise ValueError(f"lengths={self.lengths}: give one or more lengths of at least 1 (--lengths).")
+        for name, minimum in AT_LEAST.items():
+            value = getattr(self, name)
+            if value is not None and value < minimum:
+                raise ValueError(f"{name}={value}: it must be at least {minimum} (--{name}).")
+        if self.hidden_size % self.num_heads:
+            raise ValueError(f"hidden_size={self.hidden_size} is not a multiple of num_heads={self.num_heads}: "
+                             "change one of them.")
+        if self.time_limit <= 0 or (self.memory_limit_gb is not None and self.memory_limit_gb <= 0):
+            raise ValueError(f"time_limit={self.time_limit:g} and memory_limit_gb={self.memory_limit_gb} must be "
+                             "positive (leave --memory_limit_gb out for half the free memory).")
+        unknown = sorted(set(self.attentions or []) - set(list_attentions()))
+        if unknown:
+            raise ValueError(f"Unknown attention(s) {', '.join(unknown)}: choose from {', '.join(list_attentions())}.")
+        if not set(self.parts) <= set(PARTS) or self.dtype not in DTYPES:
+            raise ValueError(f"parts={self.parts} dtype={self.dtype!r}: parts must be among {PARTS}, dtype one of "
+                             f"{', '.join(DTYPES)}.")
+        unknown_peers = sorted(set(self.peers) - set(PEERS)) if isinstance(self.peers, list) else []
+        if unknown_peers:
+            raise ValueError(f"Unknown peer(s) {', '.join(unknown_peers)}: choose from {', '.join(PEERS)}.")
+        if self.peers and "encoder" not in self.parts:
+            raise ValueError(f"parts={self.parts}: the peers are whole encoders, add 'encoder' to the parts.")
+        if self.max_length and self.max_length < max(self.lengths):
+            raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
+                             "raise it or leave it None.")
+
+
+AT_LEAST = {"batch_size": 1, "hidden_size": 1, "num_heads": 1, "repeats": 1, "warmup": 0, "fit_points": 2,
+            "intermediate_size": 1, "max_length": 1, "threads": 1}  # the settings' smallest values (None: unset)

@@ -1,0 +1,55 @@
+"""``hf-effattn bench``: the command line (the options of :class:`~hf_effattn.benchmark.BenchmarkSettings` and
+``--output_dir``), which runs :func:`~hf_effattn.benchmark.run_benchmark` and
+:func:`~hf_effattn.benchmark.write_results` (the benchmark itself is :mod:`hf_effattn.benchmark`)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import fields
+
+from ..benchmark.options import DTYPES, PARTS, BenchmarkSettings
+from ..benchmark.peers import PEERS
+from ..benchmark.results import write_results
+from ..benchmark.runner import run_benchmark
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The command line of ``hf-effattn bench``: the fields of :class:`BenchmarkSettings`, plus ``--output_dir``."""
+    defaults = BenchmarkSettings()
+    parser.add_argument("--attentions", nargs="+", default=None, metavar="NAME",
+                        help="mechanisms to measure (default: all registered); the floor is always added")
+    parser.add_argument("--lengths", nargs="+", type=int, default=defaults.lengths)
+    parser.add_argument("--parts", nargs="+", choices=PARTS, default=defaults.parts)
+    for name in ("batch_size", "hidden_size", "num_heads", "warmup", "fit_points", "seed"):
+        parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
+    parser.add_argument("--intermediate_size", type=int, default=None, help="feed-forward width (default 4 x hidden)")
+    parser.add_argument("--num_layers", type=int, default=defaults.num_layers, help="layers of the whole encoder")
+    parser.add_argument("--peers", nargs="*", choices=list(PEERS), default=False, metavar="PEER",
+                        help="also time Transformers' encoders as whole encoders (part encoder): all without "
+                             f"names, or some of {', '.join(PEERS)}")
+    parser.add_argument("--max_length", type=int, default=None,
+                        help="build every model for this maximum length (default: each for the length it runs)")
+    parser.add_argument("--device", default=defaults.device)
+    parser.add_argument("--dtype", choices=list(DTYPES), default=defaults.dtype)
+    parser.add_argument("--repeats", type=int, default=defaults.repeats, help="timed calls; the median is reported")
+    parser.add_argument("--time_limit", type=float, default=defaults.time_limit,
+                        help="skip a length whose predicted forward+backward call takes longer (seconds)")
+    parser.add_argument("--memory_limit_gb", type=float, default=None,
+                        help="skip a length whose predicted peak is larger (default: half the free memory)")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
+    parser.add_argument("--output_dir", default="bench_results")
+
+
+def run(args: argparse.Namespace) -> int:
+    """``hf-effattn bench``: :func:`run_benchmark` and :func:`write_results` with the command line's settings."""
+    settings = {name: getattr(args, name) for name in (f.name for f in fields(BenchmarkSettings))}
+    if settings["peers"] == []:  # --peers without names: all of them
+        settings["peers"] = True
+    rows = run_benchmark(**settings)
+    if all(row.fwd_bwd_ms is None for row in rows):
+        print("hf-effattn bench: error: nothing was measured (the notes above say why); nothing written. Shorten "
+              "--lengths or --batch_size, or raise --memory_limit_gb or --time_limit.", file=sys.stderr)
+        return 1
+    write_results(rows, args.output_dir, **settings)
+    return 0

@@ -1,0 +1,311 @@
+"""The model card (``README.md``) of a Hub-ready folder, rendered from ``template.md`` beside this file: the one card
+that conversion (:mod:`hf_effattn.conversion.convert`) and fine-tuning (:mod:`hf_effattn.finetuning.run`) both write.
+
+The YAML header is built by ``huggingface_hub.ModelCardData`` (the licence: the source checkpoint's, from its
+card's metadata, or ``--license``, else ``other`` with a note in the body; tags with the mechanism,
+datasets, metrics, ``library_name: transformers``, ``pipeline_tag``, base model, and the results as a
+``model-index``); the body describes the mechanism (its paper, linked where the paper prints a DOI, and its
+BibTeX citation, both from the mechanism class), the results, the hyper-parameters, how to load the model with
+``trust_remote_code=True``, and its limitations (where its attention's training comes from, the supported
+versions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..model_classes import TASKS
+from ..modeling.attentions import describe_attention, get_attention_class
+from ..modeling.kernel_attention import KernelAttention
+from ..modeling.pretrained import fold_layers
+from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
+from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
+from ..user_errors import one_line
+from ..version import __version__
+
+logger = logging.getLogger(__name__)
+TEMPLATE_PATH = Path(__file__).resolve().parent / "template.md"
+
+
+@dataclass(frozen=True)
+class CardKind:
+    """What differs between text and image models in a card."""
+
+    pipeline_tag: str | None
+    architecture_tag: str
+    processor_class: str
+    model_class: str
+    usage_example: str
+    training_phrase: str | None = None  # how the card says the model was trained; default: "fine-tuned for <tag>"
+
+
+TEXT_CLASSIFICATION = CardKind(
+    pipeline_tag="text-classification",
+    architecture_tag="roberta",
+    processor_class="AutoTokenizer",
+    model_class="AutoModelForSequenceClassification",
+    usage_example=(
+        '```python\ninputs = processor("A sentence to classify.", return_tensors="pt")\n'
+        "label = model.config.id2label[model(**inputs).logits.argmax(-1).item()]\n```"
+    ),
+)
+IMAGE_CLASSIFICATION = CardKind(
+    pipeline_tag="image-classification",
+    architecture_tag="vit",
+    processor_class="AutoImageProcessor",
+    model_class="AutoModelForImageClassification",
+    usage_example=(
+        '```python\nfrom PIL import Image\n\ninputs = processor(Image.open("image.png"), return_tensors="pt")\n'
+        "label = model.config.id2label[model(**inputs).logits.argmax(-1).item()]\n```"
+    ),
+)
+
+
+PIPELINE_TAGS = {  # (family, task) of a converted model -> the Hub's pipeline tag (none for the others)
+    ("text", "base"): "feature-extraction",
+    ("text", "masked-lm"): "fill-mask",
+    ("text", "sequence-classification"): "text-classification",
+    ("text", "token-classification"): "token-classification",
+    ("text", "question-answering"): "question-answering",
+    ("vision", "base"): "image-feature-extraction",
+    ("vision", "image-classification"): "image-classification",
+}
+
+
+def converted_kind(family: str, task: str) -> CardKind:
+    """The card kind of a model converted (not fine-tuned) by ``hf-effattn convert``, with head ``task``."""
+    processor = "AutoTokenizer" if family == "text" else "AutoImageProcessor"
+    example = ('inputs = processor("A sentence.", return_tensors="pt")' if family == "text" else
+               'from PIL import Image\n\ninputs = processor(Image.open("image.png"), return_tensors="pt")')
+    return CardKind(
+        pipeline_tag=PIPELINE_TAGS.get((family, task)),
+        architecture_tag="roberta" if family == "text" else "vit",
+        processor_class=processor,
+        model_class=TASKS[family][task],
+        usage_example=f"```python\n{example}\noutputs = model(**inputs)\n```",
+    )
+
+
+@dataclass(frozen=True)
+class License:
+    """The card's licence: a Hub licence identifier (``None``: unknown, the metadata says ``other``) and whether
+    it was ``given`` (``--license``) rather than taken from the source checkpoint's card."""
+
+    name: str | None
+    given: bool = False
+
+
+def card_license(checkpoint: str, given: str | None = None) -> License:
+    """The licence of a model made from ``checkpoint``: ``given``, else the one the checkpoint's card states."""
+    return License(given, given=True) if given else License(source_license(checkpoint))
+
+
+def source_license(checkpoint: str) -> str | None:
+    """The ``license`` that the card of ``checkpoint`` states in its metadata: the YAML front matter of a local
+    folder's ``README.md``, or the Hub card of a Hub id (through ``huggingface_hub.ModelCard``). ``None`` when it
+    states none, for a preset (no source), or when the card cannot be read (logged)."""
+    from huggingface_hub import ModelCard
+
+    if checkpoint in list_models():
+        return None
+    folder = Path(checkpoint)
+    if folder.is_dir() and not (folder / "README.md").is_file():
+        return None
+    try:
+        card = ModelCard.load(folder / "README.md" if folder.is_dir() else checkpoint)
+    except (OSError, ValueError) as error:
+        logger.warning(f"Could not read the model card of {checkpoint} ({one_line(error)}): its licence is unknown.")
+        return None
+    name = card.data.license
+    return name if isinstance(name, str) and name else None
+
+
+@dataclass
+class CardContent:
+    """Everything a card states about one fine-tuned model."""
+
+    kind: CardKind
+    repo_id: str
+    attention_type: str
+    attention_config: dict
+    base_model: str
+    dataset_id: str
+    dataset_config: str | None
+    results: dict[str, dict[str, float]]
+    hyperparameters: dict
+    best: dict | None = None
+    extra_tags: list[str] = field(default_factory=list)
+    transfer: dict | None = None  # a TransferReport as a dict, when attention transfer ran before fine-tuning
+    lora: bool = False  # the folder holds a LoRA adapter and its base (``base_model/``), not the whole model
+    # The input size extended at conversion or as a training run loaded the model: from_pretrained's
+    # "position_extension", with "trained_length", the longest input the run trained on, for the latter.
+    extension: dict | None = None
+    license: License = License(None)
+    # With a local window beside the mechanism: each layer's learned weight of the mechanism's part, per head.
+    window_weights: list[list[float]] | None = None
+
+
+def is_hub_id(name: str | None) -> bool:
+    """Whether ``name`` reads as a Hub repository id rather than a local path."""
+    return bool(name) and not Path(name).exists() and name.count("/") <= 1 and not name.startswith((".", "/"))
+
+
+def card_data(content: CardContent):
+    """The YAML metadata of the card (results as a ``model-index`` when the dataset is on the Hub)."""
+    from huggingface_hub import EvalResult, ModelCardData
+
+    dataset = content.dataset_id if is_hub_id(content.dataset_id) else None
+    eval_results = [
+        EvalResult(task_type=content.kind.pipeline_tag, dataset_type=dataset, dataset_name=dataset,
+                   dataset_config=content.dataset_config, dataset_split=split, metric_type=metric, metric_value=value)
+        for split, metrics in content.results.items() for metric, value in metrics.items()
+    ] if dataset else []
+    return ModelCardData(
+        license=content.license.name or "other",
+        library_name="peft" if content.lora else "transformers",
+        pipeline_tag=content.kind.pipeline_tag,
+        tags=["hf_effattn", "efficient-attention", content.attention_type, content.kind.architecture_tag,
+              "custom_code", *content.extra_tags],
+        datasets=[dataset] if dataset else None,
+        metrics=sorted({metric for metrics in content.results.values() for metric in metrics} - {"combined_score"})
+        or None,
+        base_model=content.base_model if is_hub_id(content.base_model) else None,
+        model_name=content.repo_id,
+        eval_results=eval_results or None,
+    )
+
+
+def purpose_sentence(content: CardContent) -> str:
+    """What was done to the checkpoint after the swap: fine-tuned on a dataset, or only converted."""
+    if content.results:
+        trained = content.kind.training_phrase or f"fine-tuned for {content.kind.pipeline_tag}"
+        return f"{trained} on {dataset_sentence(content)}"
+    if content.transfer:
+        return ("converted and not fine-tuned: the new attention was trained only by attention transfer (below), "
+                "to reproduce the original softmax attention")
+    return "converted and not fine-tuned: the new attention is untrained; fine-tune it before use"
+
+
+def dataset_sentence(content: CardContent) -> str:
+    """How the card names the dataset: a Hub link, or the local source's name."""
+    name = content.dataset_id if not content.dataset_config else f"{content.dataset_id} ({content.dataset_config})"
+    if is_hub_id(content.dataset_id):
+        return f"[{name}](https://huggingface.co/datasets/{content.dataset_id})"
+    return f"a local dataset, `{Path(content.dataset_id).name}`" + (
+        f" ({content.dataset_config})" if content.dataset_config else "")
+
+
+def paper_reference(description: dict) -> str:
+    """The mechanism's paper, linked when the paper prints an identifier (a DOI) to link to."""
+    url = description["paper_url"]
+    return f"[{description['paper']}]({url})" if url else description["paper"]
+
+
+def license_sentence(content: CardContent) -> str:
+    """Where the card's licence comes from, or, where it is unknown, what to do."""
+    name, base = content.license.name, base_name(content.base_model)
+    if name and content.license.given:
+        return f"`{name}`, as given when the model was written."
+    if name:
+        return f"`{name}`, the licence that the card of {base} states: this model's weights derive from it."
+    unknown = ("the model was trained from scratch and no licence was given" if content.base_model in list_models()
+               else f"the card of {base} states none")
+    return (f"Unknown: {unknown}, so the metadata says `other`. Check the terms of what the model was made from "
+            "before using or sharing it, and set the licence with `--license` (Python: `license=`).")
+
+
+def base_name(base_model: str) -> str:
+    """The source checkpoint as a card names it: a Hub link, or the local folder's name."""
+    if is_hub_id(base_model):
+        return f"[{base_model}](https://huggingface.co/{base_model})"
+    return f"`{Path(base_model).name}`"
+
+
+def limitations(content: CardContent) -> list[str]:
+    """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
+    notes = []
+    if content.base_model in list_models():
+        notes.append(f"The model was trained from scratch (preset `{content.base_model}`, random weights) on the "
+                     f"fine-tuning data only ({dataset_sentence(content)}), with no pretraining.")
+    elif content.attention_type not in SOFTMAX_IMPLEMENTATIONS:  # the checkpoint's own attention: nothing new
+        base = f"`{Path(content.base_model).name}`" if not is_hub_id(content.base_model) else content.base_model
+        origin = f"The `{content.attention_type}` attention was not part of {base}'s pretraining: its new parameters"
+        if content.results:
+            trained = ("were first trained by attention transfer to imitate the original softmax attention (above), "
+                       "then" if content.transfer else "started from random values and were trained only")
+            notes.append(f"{origin} {trained} on the fine-tuning data ({dataset_sentence(content)}).")
+        elif content.transfer:
+            notes.append(f"{origin} were trained only by attention transfer (above), with no labels: fine-tune the "
+                         "model before relying on its outputs.")
+        else:
+            notes.append(f"{origin} are untrained: fine-tune the model before relying on its outputs.")
+    notes.append(
+        f"The remote code needs Transformers {SUPPORTED_TRANSFORMERS} and PyTorch {SUPPORTED_TORCH}. On Transformers "
+        "4 it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
+        "earlier, with a `FileNotFoundError` in `transformers_modules`).")
+    return notes
+
+
+def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE_PATH):
+    """The ``huggingface_hub.ModelCard`` of a fine-tuned model."""
+    import torch
+    import transformers
+    from huggingface_hub import ModelCard
+
+    if not Path(template_path).is_file():
+        raise FileNotFoundError(f"No model card template at {template_path}: pass the path of a Jinja template.")
+    description = describe_attention(content.attention_type)
+    best_sentence = ""
+    if content.best:
+        best_sentence = (f"The best evaluation during training ({content.best['metric']} = "
+                         f"{content.best['value']:.4f}) came at step {content.best['step']}.")
+    return ModelCard.from_template(
+        card_data(content),
+        template_path=str(template_path),
+        model_name=content.repo_id.split("/")[-1],
+        repo_id=content.repo_id,
+        base_model_sentence=f"This model is {base_name(content.base_model)}",
+        purpose_sentence=purpose_sentence(content),
+        attention_type=content.attention_type,
+        attention_config=json.dumps(content.attention_config),
+        paper=paper_reference(description),
+        citation=description["citation"],
+        equations=description["equations"],
+        complexity=description["complexity"],
+        results=[{"split": split, "metric": metric, "value": value}
+                 for split, metrics in content.results.items() for metric, value in metrics.items()],
+        best_sentence=best_sentence,
+        hyperparameters=content.hyperparameters,
+        transfer=content.transfer,
+        window_weights=content.window_weights,
+        local_window=content.attention_config.get("local_window"),
+        global_tokens=content.attention_config.get("global_tokens"),
+        shared_normaliser=issubclass(get_attention_class(content.attention_type), KernelAttention),
+        lora=content.lora,
+        extension=content.extension and {**content.extension, "parameters": ", ".join(
+            f"`{name}`" for name in fold_layers(content.extension["parameters"]).split(", "))},
+        processor_class=content.kind.processor_class,
+        model_class=content.kind.model_class,
+        usage_example=content.kind.usage_example,
+        limitations=limitations(content),
+        license_sentence=license_sentence(content),
+        versions={"hf_effattn": __version__, "Transformers": transformers.__version__,
+                  "PyTorch": torch.__version__},
+    )
+
+
+def write_model_card(folder: str | Path, content: CardContent) -> Path:
+    """Render the card into ``folder/README.md`` and return its path."""
+    path = Path(folder) / "README.md"
+    render_model_card(content).save(path)
+    return path
+
+
+def card_writer(folder: str | Path, content: CardContent):
+    """``write_card(repo_id)`` for :func:`~hf_effattn.finetuning.publishing.publish_folder`: ``content``'s card, naming
+    the repository ``repo_id``, into ``folder``."""
+    return lambda repo_id: write_model_card(folder, dataclasses.replace(content, repo_id=repo_id))

@@ -1,0 +1,93 @@
+"""The long-document benchmark's own logic (benchmarks/long_documents): cleaning, masking, windows, its rows
+and stages, the readers of documents and the retrieval passages."""
+
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
+
+import build_corpus  # noqa: E402
+import pretrain  # noqa: E402
+import represent  # noqa: E402
+from common import ROWS  # noqa: E402
+
+
+class Tokenizer:
+    """What the masking reads of a tokenizer: its size and special ids."""
+
+    mask_token_id, cls_token_id, sep_token_id = 3, 1, 2
+
+    def __len__(self):
+        return 100
+
+
+def test_clean_drops_punctuation_lines_and_repeated_blank_lines():
+    text = "Title\n=====\n\n\n\nSome text.   \n+----+----+\n| a  | b  |\n"
+    assert build_corpus.clean(text) == "Title\n\nSome text.\n| a  | b  |"
+
+
+def test_masking_is_bert_s_and_reproducible():
+    ids = torch.arange(10, 4010)
+    inputs, labels = pretrain.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(0))
+    again = pretrain.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(0))
+    assert torch.equal(inputs, again[0]) and torch.equal(labels, again[1])
+    chosen = labels != -100
+    assert torch.equal(labels[chosen], ids[chosen]) and torch.equal(inputs[~chosen], ids[~chosen])
+    assert 0.12 < chosen.float().mean() < 0.18
+    assert 0.75 < (inputs[chosen] == Tokenizer.mask_token_id).float().mean() < 0.85
+
+
+@pytest.mark.parametrize("content", [510, 2040])
+def test_windows_hold_the_same_masked_tokens_at_every_length(content):
+    ids = torch.arange(10, 2050)
+    inputs, labels = pretrain.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(1))
+    windows = pretrain.windows(inputs, labels, Tokenizer(), content)
+    assert len(windows) == 2040 // content
+    for window_ids, window_labels in windows:
+        assert window_ids.shape == window_labels.shape == (1, content + 2)
+        assert window_ids[0, 0] == Tokenizer.cls_token_id and window_ids[0, -1] == Tokenizer.sep_token_id
+        assert window_labels[0, 0] == window_labels[0, -1] == -100
+    assert torch.equal(torch.cat([w[0][0, 1:-1] for w in windows]), inputs)
+    assert torch.equal(torch.cat([w[1][0, 1:-1] for w in windows]), labels)
+
+
+def test_each_row_runs_the_stages_that_apply_to_it_in_order():
+    jobs = pretrain.jobs(["sdpa", "kerformer-w128"], ["head", "mlm_512", "extend", "transfer", "mlm"])
+    assert jobs == [("sdpa-512", "head"), ("sdpa-512", "mlm_512"), ("sdpa", "extend"), ("sdpa", "mlm"),
+                    ("kerformer-w128", "extend"), ("kerformer-w128", "transfer"), ("kerformer-w128", "mlm")]
+    assert pretrain.jobs(["dba"], ["transfer"]) == [("dba", "transfer")]  # softmax alone has no transfer
+
+
+def test_the_rows_compare_every_mechanism_alone_and_beside_the_same_window():
+    hybrids = [row for row in ROWS.values() if row.hybrid]
+    assert {row.attention for row in hybrids} == {"singularformer", "kerformer", "dba", "psf"}
+    assert {row.settings["local_window"] for row in hybrids} == {64, 128, 256}
+    assert not ROWS["local-w128"].hybrid and ROWS["local-w128-g1"].settings["global_tokens"] == 1
+    command = pretrain.stage_command(ROWS["kerformer-w128"], "transfer", SimpleNamespace(
+        batch_size=1, transfer_steps=3, transfer_learning_rate=1e-3))
+    assert command[command.index("--attention_config") + 1] == '{"local_window": 128}'
+    assert command[command.index("--transfer_window_dropout") + 1] == "0.25"
+
+
+def test_passages_come_from_deep_inside_each_document_and_are_the_same_every_time():
+    documents = [list(range(3000)), list(range(10_000, 12_500))]
+    passages = represent.passages(documents, 2048)
+    assert passages == represent.passages(documents, 2048)
+    for document, passage in zip(documents, passages):
+        start = document.index(passage[0])
+        assert document[start:start + represent.PASSAGE] == passage and 1100 <= start < 1900
+
+
+@pytest.mark.parametrize("name, chunk, limit, part", [
+    ("sdpa-512", None, 512, None), ("sdpa-512-chunks", 512, None, None),
+    ("kerformer-w128@mlm-window-alone", None, None, "window"), ("dba@transfer", None, None, None),
+])
+def test_readers_say_how_they_read(name, chunk, limit, part):
+    reader = represent.reader(name)
+    assert (reader.chunk, reader.limit, reader.part) == (chunk, limit, part)
+    with pytest.raises(SystemExit, match="unknown reader"):
+        represent.reader("kerformer@pretrained")

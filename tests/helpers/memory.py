@@ -1,0 +1,22 @@
+"""The largest tensor that any ATen op returns within a block: how the tests see that nothing of ``N x N`` size
+is ever held."""
+
+from __future__ import annotations
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_leaves
+
+
+class LargestTensor(TorchDispatchMode):
+    """Records the largest ``numel`` of any tensor an ATen op returns while the mode is active."""
+
+    def __init__(self):
+        super().__init__()
+        self.numel = 0
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+        self.numel = max([self.numel, *sizes])
+        return out

@@ -1,0 +1,210 @@
+"""The exact local window, alone (``local``) and beside every mechanism (``local_window``): its blocks against the
+explicit masked O(N^2) references of tests/helpers/references.py, the limits where it becomes plain softmax, its
+parts switched on and off, its settings' checks, and its cost (no N x N tensor)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import hf_effattn
+from hf_effattn.hybrid_parts import (
+    WindowDropout, check_mechanism_weights, check_window_dropout, mechanism_weights, only_part,
+)
+from helpers.mechanisms import HYBRIDS, WINDOWED, build, random_batch
+from helpers.references import reference
+
+ATOL = 1e-10
+# Three sequences in N = 100 (right-, left- and right-padded), so that a 32-query block has neighbours on both sides.
+LENGTHS, SIDES, LENGTH = [100, 70, 37], ["right", "left", "right"], 100
+WINDOWS = {"w2": {"local_window": 2}, "w7-odd": {"local_window": 7}, "w6-g1": {"local_window": 6, "global_tokens": 1},
+           "w64-g3": {"local_window": 64, "global_tokens": 3}, "w100": {"local_window": 100}}
+
+
+def windowed(name: str, settings: dict, **kwargs):
+    return build(name, settings, max_length=LENGTH, **kwargs)
+
+
+def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[torch.Tensor]) -> None:
+    for b, target in enumerate(expected):
+        torch.testing.assert_close(actual[b][mask[b]], target, atol=ATOL, rtol=1e-10)  # PSF: products of 7 factors
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_window_alone_equals_the_masked_softmax_reference(window):
+    attn = windowed("local", WINDOWS[window])
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    out = attn(x, mask, output_attentions=True)
+    refs = reference(attn, x, mask)
+    assert_real_close(out.context, mask, [r.context for r in refs])
+    for b, ref in enumerate(refs):
+        real = mask[b].nonzero().squeeze(-1)
+        torch.testing.assert_close(out.attentions[b][:, real][:, :, real], ref.attention, atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("window", ["w7-odd", "w6-g1", "w64-g3"])
+@pytest.mark.parametrize("name", [name for name in WINDOWED if name != "performer"])
+def test_mechanism_beside_the_window_equals_its_reference(name, window):
+    """Kernelized mechanisms under one normaliser with the window, the others mixed per head (the references'
+    docstring). Performer's features are stabilised per query row in the fast path, so only its own matrix can
+    stand for it (next test)."""
+    attn = windowed(name, WINDOWS[window])
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    out = attn(x, mask, output_attentions=True)
+    refs = reference(attn, x, mask)
+    assert_real_close(out.context, mask, [r.context for r in refs])
+    for b, ref in enumerate(refs):
+        real = mask[b].nonzero().squeeze(-1)
+        torch.testing.assert_close(out.attentions[b][:, real][:, :, real], ref.attention.expand(
+            attn.num_heads, -1, -1), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("name", HYBRIDS)
+def test_context_is_the_attention_matrix_times_the_values(name):
+    """The blocked path applies exactly the matrix ``output_attentions`` returns (Performer included)."""
+    attn = windowed(name, {"local_window": 10, "global_tokens": 2})
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    out = attn(x, mask, output_attentions=True)
+    values = attn.split_heads(attn.value(x))
+    assert_real_close(out.context, mask, [attn.merge_heads(out.attentions @ values)[b][mask[b]] for b in range(3)])
+
+
+@pytest.mark.parametrize("name", WINDOWED)
+def test_a_window_over_the_whole_input_with_the_mechanism_weighted_zero_is_sdpa(name):
+    attn = windowed(name, {"local_window": LENGTH})
+    with torch.no_grad():
+        attn.window.mechanism_logit.fill_(-math.inf)  # sigma = 0
+    softmax = hf_effattn.build_attention("sdpa", attn.hidden_size, attn.num_heads).double().eval()
+    softmax.load_state_dict({key: value for key, value in attn.state_dict().items()
+                             if key.split(".")[0] in ("query", "key", "value")})
+    x, mask = random_batch([51, 30, 12], SIDES, 51)  # ranks at most 50 = local_window // 2 apart
+    expected = softmax(x, mask).context
+    assert_real_close(attn(x, mask).context, mask, [expected[b][mask[b]] for b in range(3)])
+
+
+@pytest.mark.parametrize("name", WINDOWED)
+def test_each_part_alone_is_the_window_alone_or_the_mechanism_alone(name):
+    settings = {"local_window": 8, "global_tokens": 1}
+    attn = windowed(name, settings)
+    local = hf_effattn.build_attention("local", attn.hidden_size, attn.num_heads, settings).double().eval()
+    local.load_state_dict({key: value for key, value in attn.state_dict().items()
+                           if key.split(".")[0] in ("query", "key", "value")})
+    alone = windowed(name, {})
+    alone.load_state_dict({key: value for key, value in attn.state_dict().items() if not key.startswith("window.")},
+                          strict=False)
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    with only_part(attn, "window"):
+        assert_real_close(attn(x, mask).context, mask, [local(x, mask).context[b][mask[b]] for b in range(3)])
+    with only_part(attn, "mechanism"):
+        expected = alone(x, mask).context
+        assert_real_close(attn(x, mask).context, mask, [expected[b][mask[b]] for b in range(3)])
+    assert attn.parts == "both"
+
+
+@pytest.mark.parametrize("name", ["kerformer+window", "dba+window", "local"])
+def test_gradients_pass_gradcheck(name):
+    attn = build(name, hidden=8, max_length=40).train()
+    x, mask = random_batch([40, 23], ["right", "left"], 40, width=8)
+    assert torch.autograd.gradcheck(lambda hidden: attn(hidden, mask).context, (x.requires_grad_(),))
+
+
+def largest_tensor(name: str, length: int) -> int:
+    """The largest tensor (elements) of one training step of ``name`` beside a 64-token window, batch 1."""
+    from test_memory import LargestTensor
+
+    attn = hf_effattn.build_attention(name.removesuffix("+window"), 16, 2, {"local_window": 64, "global_tokens": 1},
+                                      max_length=2 * length).train()
+    x = torch.randn(1, length, 16, requires_grad=True)
+    with LargestTensor() as recorder:
+        out = attn(x, torch.ones(1, length, dtype=torch.bool))
+        (out.context.square().sum() + (0 if out.aux_loss is None else out.aux_loss)).backward()
+    return recorder.numel
+
+
+@pytest.mark.parametrize("name", ["local", "kerformer+window", "performer+window", "dba+window", "psf+window"])
+def test_memory_grows_linearly_and_never_quadratically(name):
+    small, large = largest_tensor(name, 512), largest_tensor(name, 1024)
+    assert large / small <= 2.5, (small, large)
+    assert large < 2 * 1024**2
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"local_window": 40}, "local_window=40: it must be at most the model's maximum length 16"),
+    ({"local_window": 0}, "local_window=0: it must be a positive integer >= 2|local_window=0"),
+    ({"local_window": -4}, "local_window=-4"),
+    ({"global_tokens": 1}, "global_tokens=1: it must be 0 without a local window"),
+    ({"local_window": 8.0}, "local_window=8.0"),
+])
+def test_window_settings_are_checked_like_every_other(settings, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        hf_effattn.build_attention("kerformer", 16, 2, settings, max_length=16)
+
+
+@pytest.mark.parametrize("name", ["sdpa", "eager"])
+def test_softmax_takes_no_window(name):
+    with pytest.raises(ValueError, match="use attention_type='local'"):
+        hf_effattn.EffAttnRobertaConfig(attention_type=name, attention_config={"local_window": 8})
+    assert not hf_effattn.describe_attention(name)["takes_local_window"]
+
+
+def test_every_other_mechanism_takes_the_window_and_describes_it():
+    for name in hf_effattn.list_attentions():
+        description = hf_effattn.describe_attention(name)
+        assert description["defaults"]["global_tokens"] == 0
+        assert description["takes_local_window"] == (name not in ("sdpa", "eager"))
+    assert hf_effattn.describe_attention("local")["defaults"]["local_window"] == 128
+
+
+def test_presets_and_from_pretrained_take_the_window_settings(tmp_path):
+    model = hf_effattn.create_model("roberta-base/kerformer", local_window=128, global_tokens=1,
+                                    num_hidden_layers=1)
+    assert model.config.attention_config["local_window"] == 128 and model.config.attention_config["global_tokens"] == 1
+    model.save_pretrained(tmp_path)
+    reloaded = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path)
+    assert reloaded.config.attention_config == model.config.attention_config
+    torch.testing.assert_close(reloaded.encoder.layer[0].attention.self.window.mechanism_logit,
+                               model.encoder.layer[0].attention.self.window.mechanism_logit)
+    wider = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, local_window=256, convert_attention=True)
+    assert wider.config.attention_config == {**model.config.attention_config, "local_window": 256}
+
+
+def test_a_new_window_starts_at_its_documented_weight(tmp_path):
+    """Kernelized mechanisms: sigma = 0.01 (one normaliser, where the mechanism's terms outnumber the window's);
+    the others: 0.5 (see docs/long-inputs.md for the measurement)."""
+    from helpers.models import save_source
+
+    from transformers import RobertaModel
+
+    save_source(RobertaModel, "roberta", tmp_path)
+    for name, weight in (("kerformer", 0.01), ("dba", 0.5)):
+        model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type=name, local_window=6)
+        for layer in mechanism_weights(model):
+            assert layer == pytest.approx([weight] * 2)
+
+
+def test_window_dropout_draws_depend_on_the_seed_and_step_only():
+    dropout = WindowDropout(0.25, seed=3)
+    draws = [dropout.drops(step) for step in range(2000)]
+    assert draws == [WindowDropout(0.25, seed=3).drops(step) for step in range(2000)]
+    assert 0.2 < sum(draws) / len(draws) < 0.3
+    assert not any(WindowDropout(0.0).drops(step) for step in range(100))
+    with pytest.raises(ValueError, match=r"window_dropout=1.0: it must be a share of the steps in \[0, 1\)"):
+        WindowDropout(1.0)
+
+
+def test_window_dropout_needs_a_window():
+    model = hf_effattn.EffAttnRobertaModel(hf_effattn.create_config("roberta-base/kerformer", num_hidden_layers=1))
+    with pytest.raises(ValueError, match="this model has none: set local_window"):
+        check_window_dropout(model, 0.25)
+    check_window_dropout(model, 0.0)
+
+
+def test_a_mechanism_weight_that_is_no_number_is_caught_and_named():
+    model = hf_effattn.create_model("roberta-base/kerformer", local_window=16, num_hidden_layers=2)
+    check_mechanism_weights(model)
+    with torch.no_grad():
+        model.encoder.layer[1].attention.self.window.mechanism_logit[3] = math.nan
+    with pytest.raises(FloatingPointError, match="hybrid layer 1 .*lower the learning rate"):
+        check_mechanism_weights(model)

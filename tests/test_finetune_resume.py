@@ -160,7 +160,7 @@ def test_a_finished_run_is_neither_replaced_nor_continued_without_overwrite_outp
     assert folder_contents(tmp_path) == before
 
 
-def test_overwrite_output_dir_replaces_the_previous_run_and_only_it(uninterrupted_text_run, tmp_path):
+def test_overwrite_output_dir_replaces_the_previous_run_whole(uninterrupted_text_run, tmp_path):
     reference_folder, _ = uninterrupted_text_run
     shutil.copytree(reference_folder, tmp_path / "replaced")
     (tmp_path / "replaced" / "hf_effattn_finetune").mkdir()  # a tracker's logs
@@ -171,7 +171,8 @@ def test_overwrite_output_dir_replaces_the_previous_run_and_only_it(uninterrupte
     assert_same_weights(tmp_path / "fresh", tmp_path / "replaced")
     assert sorted(path.name for path in (tmp_path / "replaced" / "checkpoints").iterdir()) == ["best", "step_2"]
     assert not (tmp_path / "replaced" / "hf_effattn_finetune").exists()
-    assert (tmp_path / "replaced" / "notes.txt").read_text() == "no run writes this"
+    assert not (tmp_path / "replaced" / "notes.txt").exists()  # replaced whole, as convert replaces a folder
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fresh", "replaced"]  # no temporary folder left
     assert_same_weights(tmp_path / "fresh" / "checkpoints" / "best", tmp_path / "replaced" / "checkpoints" / "best")
     results = json.loads((tmp_path / "replaced" / "all_results.json").read_text())
     assert [entry["step"] for entry in results["history"]] == [2]

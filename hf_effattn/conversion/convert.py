@@ -15,9 +15,10 @@ module folders (pooling; a module that saves no files, such as Normalize, has no
 ``SentenceTransformer(folder, trust_remote_code=True)`` loads it. Settings that change weight shapes need
 ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr and exit status 2.
 
-Nothing on disk is lost (:mod:`~hf_effattn.conversion.output_folder`): the output folder is checked before anything
-loads (never the checkpoint's own; one that is not empty only with ``--overwrite_output_dir``, which replaces it
-whole) and written into a temporary folder moved into place once complete. So is the request
+Nothing on disk is lost (:mod:`~hf_effattn.output_folders`): the output folder is checked before anything
+loads (never the checkpoint's own or the transfer data's, nor inside or around them; one that is not empty only with
+``--overwrite_output_dir``, which replaces it whole) and written into a temporary folder moved into place once
+complete. So is the request
 (:func:`check_request`: settings the mechanism lacks, ``--num_labels`` for a head without labels, the transfer's
 arguments), and the transfer data is read and checked before the model loads. The card's licence is the
 checkpoint's own (its card's metadata), or ``--license``.
@@ -45,7 +46,7 @@ from transformers.utils import cached_file, logging
 
 from ..modeling.configuration_effattn import pair
 from ..presets import FAMILIES, TASKS, model_class
-from .output_folder import prepare_output_folder, written_into_place
+from ..output_folders import Input, prepare_output_folder, written_into_place
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
@@ -80,16 +81,54 @@ def task_of(family: str, architectures: list[str] | None) -> str:
     return "base"
 
 
-def check_found(checkpoint) -> None:
-    """Raise ``FileNotFoundError`` for a local folder that does not exist (a name that cannot be a Hub id, such
-    as ``./model`` or ``/data/model``), rather than Hugging Face Hub's complaint about the id's form."""
-    if Path(checkpoint).exists():
+def check_found(checkpoint, what: str = "Checkpoint folder", hub_cache: bool = True) -> None:
+    """Raise ``FileNotFoundError`` for a local folder that does not exist, rather than sending its name to the Hub
+    (whose complaint would be about the id's form, or a failed connection): a name that cannot be a Hub id (``./model``,
+    ``/data/model``), one inside a local folder that exists (``outputs/run1``), and, offline (``HF_HUB_OFFLINE``),
+    one of a model that the Hub cache lacks (``hub_cache``; datasets keep a cache of their own). The message names
+    the closest entries of the folder it would be in."""
+    path = Path(checkpoint)
+    offline = hub_cache and missing_offline(str(checkpoint))
+    if path.exists() or not (looks_local(path) or offline):
         return
+    note = " (HF_HUB_OFFLINE is set, and the Hub cache has no such id)" if offline else ""
+    raise FileNotFoundError(f"{what} {checkpoint} not found{closest_entries(path)}: give an existing folder, or a Hub "
+                            f"id such as FacebookAI/roberta-base{note}.")
+
+
+def looks_local(path: Path) -> bool:
+    """Whether ``path`` names a local file or folder rather than a Hub id: it cannot be a Hub id, or its first part
+    is a local folder."""
     try:
-        validate_repo_id(str(checkpoint))
+        validate_repo_id(str(path))
     except HFValidationError:
-        raise FileNotFoundError(f"Checkpoint folder {checkpoint} not found: give an existing folder, or a Hub id "
-                                "such as FacebookAI/roberta-base.") from None
+        return True
+    return len(path.parts) > 1 and Path(path.parts[0]).is_dir()
+
+
+def missing_offline(name: str) -> bool:
+    """Whether, offline, ``name`` is the id of a model repository that the Hub cache holds nothing of."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    from ..finetuning.publishing import hub_offline
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False  # not an id: looks_local says so
+    cached = Path(constants.HF_HUB_CACHE) / repo_folder_name(repo_id=name, repo_type="model")
+    return hub_offline() and not cached.is_dir()
+
+
+def closest_entries(path: Path) -> str:
+    """`` (did you mean X?)``: the entries of ``path``'s folder whose names are closest to its own, if any."""
+    import difflib
+
+    parent = path.parent
+    names = [entry.name for entry in parent.iterdir()] if parent.is_dir() else []
+    matches = difflib.get_close_matches(path.name, names, n=3)
+    return f" (did you mean {' or '.join(str(parent / name) for name in matches)}?)" if matches else ""
 
 
 def convert(checkpoint: str, attention_type: str | None, output_dir, task: str | None = None,
@@ -102,8 +141,9 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
     ViT checkpoint): e.g. to extend one of ours with ``max_length``.
 
-    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.conversion.output_folder`): it may not be
-    the checkpoint's folder, nor a folder that is not empty unless ``overwrite_output_dir``, which replaces it whole.
+    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.output_folders`): it may not be, contain or
+    lie inside the checkpoint or the transfer data, nor be a folder that is not empty unless
+    ``overwrite_output_dir``, which replaces it whole.
     It is written into a temporary folder beside it and moved into place once complete.
 
     ``max_length`` (text) / ``image_size`` (ViT): extend the model to this input size, at least the checkpoint's
@@ -122,7 +162,9 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     where it states none).
     """
     check_found(checkpoint)
-    prepare_output_folder(checkpoint, output_dir, overwrite_output_dir)
+    inputs = [Input("checkpoint", None, checkpoint),
+              Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
+    prepare_output_folder(output_dir, inputs, overwrite_output_dir)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))

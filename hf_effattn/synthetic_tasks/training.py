@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 
 from ..modeling.attentions import list_attentions
+from ..output_folders import check_output_file, write_file_into_place
 from .generators import (
     LISTOPS_VOCAB, TEMPORAL_ORDER_SYMBOLS, adding_problem, encode_listops, listops, temporal_order,
 )
@@ -205,6 +206,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.metrics_file:
+        check_output_file("metrics_file", args.metrics_file)  # before training, which may take hours
     if args.threads:
         torch.set_num_threads(args.threads)
     result = train_task(args)
@@ -212,6 +215,5 @@ def run(args) -> int:
           f"({result['criterion']}, {args.eval_size} samples) after {args.steps} steps, {result['seconds']:.0f} s, "
           f"{result['parameters']:,} parameters")
     if args.metrics_file:
-        with open(args.metrics_file, "w") as handle:
-            json.dump(result, handle, indent=1)
+        write_file_into_place(args.metrics_file, json.dumps(result, indent=1))
     return 0

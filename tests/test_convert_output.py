@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from finetune_fixtures import one_torch_thread  # noqa: F401 (autouse: one torch thread)
-from finetune_fixtures import tiny_images, tiny_text_checkpoint, tiny_vit_checkpoint
+from finetune_fixtures import contents, tiny_images, tiny_text_checkpoint, tiny_vit_checkpoint
 
 from hf_effattn import EffAttnRobertaModel, cli
 from hf_effattn.conversion import transfer_attention
@@ -25,12 +25,6 @@ from hf_effattn.modeling.pretrained import EffAttnPreTrainedModel
 
 conversion = importlib.import_module("hf_effattn.conversion.convert")  # the package's `convert` is the function
 REPO = Path(__file__).resolve().parents[1]
-
-
-def contents(folder) -> dict[str, str]:
-    """Every file under ``folder`` (hidden ones too) -> the SHA-256 of its bytes."""
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(Path(folder).rglob("*")) if path.is_file()}
 
 
 def copied_source(tmp_path) -> Path:

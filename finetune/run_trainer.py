@@ -29,7 +29,14 @@ from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArg
 
 from hf_effattn.command_line import run_script
 from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments
-from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
+from hf_effattn.finetuning.lora import (
+    add_lora,
+    check_lora_arguments,
+    is_peft_model,
+    lora_settings,
+    save_adapter_folder,
+)
+from hf_effattn.finetuning.loop import check_mixed_precision
 from hf_effattn.finetuning.model_card import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
 from hf_effattn.finetuning.models import check_classifier_options, load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
@@ -64,10 +71,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
 
 
 def check_training_arguments(training_args: TrainingArguments) -> None:
-    """Counts that ``TrainingArguments`` accepts but no run can train with, refused before anything loads."""
+    """Counts that ``TrainingArguments`` accepts but no run can train with, and fp16 on a CPU, refused before
+    anything loads."""
     for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
         if getattr(training_args, name) < 1:
             raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
+    check_mixed_precision(training_args.mixed_precision, training_args.device)
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give a positive "
                          "number of epochs, or --max_steps.")
@@ -137,6 +146,7 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
 
     training_args, options = parse_args(argv)
     check_inputs_found(options)
+    check_lora_arguments(options)
     check_classifier_options("text")(options)
     folder = prepare_output_folder(options, PartialState())
     try:

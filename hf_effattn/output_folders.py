@@ -167,7 +167,7 @@ def check_run_folder(folder: Path, overwrite_output_dir: bool, resuming: bool) -
     if interrupted:
         raise ValueError(
             f"--output_dir {folder} holds a run whose final save was interrupted ({', '.join(saved_model(folder))} "
-            f"without its model card): pass --resume_from_checkpoint latest to finish it, --overwrite_output_dir to "
+            "without its model card): pass --resume_from_checkpoint latest to finish it, --overwrite_output_dir to "
             "replace it whole with a new run, or choose another --output_dir.")
     raise ValueError(f"--output_dir {folder} is not empty: pass --resume_from_checkpoint latest to continue the run "
                      "saved there, --overwrite_output_dir to replace it whole with a new run, or choose another "

@@ -30,7 +30,7 @@ import transformers.modeling_utils
 from forked import run_forked
 
 from hf_effattn.conversion import convert
-from hf_effattn.finetuning.checkpoints import REPLACED_SUFFIX
+from hf_effattn.output_folders import REPLACED_SUFFIX
 
 
 def die() -> None:

@@ -182,9 +182,9 @@ def test_every_script_checks_its_output_folder_against_its_inputs(tmp_path, caps
 def test_a_replacement_that_fails_leaves_the_previous_folder_as_it_was(finished_mlm_run, tmp_path):
     run, train = finished_mlm_run
     run = copied(run, tmp_path / "run")
-    message = refused(load_script("run_mlm").main, mlm_argv(tiny_text_checkpoint(), train, run, "--overwrite_output_dir",
-                                                            "--mlm_probability", "1e-9"),
-                      [run, train], "No token of the training batch at step 1 was masked")
+    argv = mlm_argv(tiny_text_checkpoint(), train, run, "--overwrite_output_dir", "--mlm_probability", "1e-9")
+    message = refused(load_script("run_mlm").main, argv, [run, train], "No token of the training batch at step 1 was "
+                      "masked")
     assert "--mlm_probability 1e-09" in message
     assert sorted(path.name for path in tmp_path.iterdir()) == ["run"]  # no temporary folder left
 
@@ -252,9 +252,13 @@ def test_a_mixed_precision_the_device_cannot_run_is_refused(tmp_path):
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-3000:]
     assert result.stderr.strip().splitlines()[-1] == (
-        "run_mlm.py: error: Mixed precision fp16 (accelerate launch --mixed_precision, or ACCELERATE_MIXED_PRECISION) "
-        "does not run on cpu: Accelerate would train in float32 while the run reports fp16. Use --mixed_precision "
-        "bf16 or no.")
+        "run_mlm.py: error: Mixed precision fp16 (accelerate launch --mixed_precision, ACCELERATE_MIXED_PRECISION, or "
+        "run_trainer.py --fp16) does not run on a CPU: Accelerate would train in float32 while the run reports fp16. "
+        "Use bf16 (--mixed_precision bf16, --bf16) or no mixed precision.")
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(ValueError, match="Mixed precision fp16 .* does not run on a CPU"):
+        load_script("run_trainer").main(["--model_name_or_path", tiny_text_checkpoint(), "--task_name", "sst2",
+                                         "--output_dir", str(tmp_path / "out"), "--use_cpu", "--fp16"])
     assert not (tmp_path / "out").exists()
 
 
@@ -280,8 +284,13 @@ def test_refusals_that_need_no_data_come_before_it(finished_mlm_run, tmp_path, n
     refused(mlm, mlm_argv(tiny_text_checkpoint(), train, tmp_path / "out", "--line_by_line", "--max_seq_length", "1"),
             [train], "--max_seq_length 1 leaves no room for text: the tokenizer adds 2 special tokens to each text "
             r"and cannot truncate below them. Use --max_seq_length 3 or more.")
-    refused(load_script("run_text_classification").main, text_argv(tmp_path / "out", "--max_length", "128"), [],
-            "--max_length 128 is longer than the 32 tokens")
+    text = load_script("run_text_classification").main
+    refused(text, text_argv(tmp_path / "out", "--max_length", "128"), [], "--max_length 128 is longer than the 32 tokens")
+    refused(text, text_argv(tmp_path / "out", "--lora_target_modules", "query"), [], "applies to LoRA: pass --lora_r")
+    kerformer = tmp_path / "kerformer"
+    convert(tiny_text_checkpoint(), "kerformer", kerformer)
+    refused(text, text_argv(tmp_path / "out", "--attention_transfer_steps", "2", model=kerformer), [kerformer],
+            "has 'kerformer' attention, not softmax, so it cannot teach attention transfer")
 
 
 def test_a_one_line_training_file_gets_its_own_message(tmp_path):

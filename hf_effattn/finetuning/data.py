@@ -193,11 +193,10 @@ def label_info(train_split, column: str | None) -> LabelInfo:
 def check_truncation(option: str, length: int, tokenizer, pair: bool = False) -> None:
     """``--<option> length`` leaves room for text beside the special tokens that ``tokenizer`` adds to a text (or a
     ``pair`` of texts): a tokenizer cannot truncate below them, and would keep the whole text instead."""
-    special = tokenizer.num_special_tokens_to_add(pair=pair)
+    special, each = tokenizer.num_special_tokens_to_add(pair=pair), "pair of texts" if pair else "text"
     if length <= special:
         raise ValueError(f"--{option} {length} leaves no room for text: the tokenizer adds {special} special tokens "
-                         f"to each {'pair of texts' if pair else 'text'} and cannot truncate below them. Use --{option} "
-                         f"{special + 1} or more.")
+                         f"to each {each} and cannot truncate below them. Use --{option} {special + 1} or more.")
 
 
 def example_generator(seed: int, epoch: int, index: int) -> torch.Generator:

@@ -59,25 +59,19 @@ def create_accelerator(args):
         project_dir=args.output_dir,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
     )
-    check_mixed_precision(accelerator)
+    check_mixed_precision(accelerator.mixed_precision, accelerator.device)
     setup_logging(accelerator)
     set_seed(args.seed)
     return accelerator
 
 
-def check_mixed_precision(accelerator) -> None:
-    """Refuse a mixed precision (``accelerate launch --mixed_precision``, ``ACCELERATE_MIXED_PRECISION``) that
-    Accelerate accepts but does not run on this device: fp16 on a CPU trains in float32 while reporting fp16."""
-    from accelerate.utils import DistributedType
-
-    precision = accelerator.mixed_precision
-    handled_elsewhere = (DistributedType.DEEPSPEED, DistributedType.MEGATRON_LM, DistributedType.XLA)
-    if precision not in ("fp16", "bf16") or accelerator.native_amp or accelerator.distributed_type in handled_elsewhere:
-        return
-    other = "bf16" if precision == "fp16" else "fp16"
-    raise ValueError(f"Mixed precision {precision} (accelerate launch --mixed_precision, or ACCELERATE_MIXED_PRECISION) "
-                     f"does not run on {accelerator.device.type}: Accelerate would train in float32 while the run "
-                     f"reports {precision}. Use --mixed_precision {other} or no.")
+def check_mixed_precision(precision: str, device) -> None:
+    """Refuse fp16 on a CPU: Accelerate accepts it and trains in float32 while the run reports fp16 (it refuses the
+    other precisions that a device cannot run itself)."""
+    if precision == "fp16" and torch.device(device).type == "cpu":
+        raise ValueError("Mixed precision fp16 (accelerate launch --mixed_precision, ACCELERATE_MIXED_PRECISION, or "
+                         "run_trainer.py --fp16) does not run on a CPU: Accelerate would train in float32 while the "
+                         "run reports fp16. Use bf16 (--mixed_precision bf16, --bf16) or no mixed precision.")
 
 
 def setup_logging(accelerator) -> None:

@@ -53,10 +53,12 @@ def label_config(labels: LabelInfo) -> dict:
 def checkpoint_config(args: argparse.Namespace, family: str, model_class, purpose: str):
     """The config that ``model_class`` loads ``--model_name_or_path`` with (``--attention_type``,
     ``--attention_config``), read before anything loads; a checkpoint of another family, or of a type this package
-    does not load, is refused, naming ``purpose`` (what the script does)."""
+    does not load, is refused, naming ``purpose`` (what the script does), and so is attention transfer from a
+    checkpoint whose attention is not softmax."""
     from transformers import PreTrainedConfig
 
     from ..conversion.convert import loadable_model_types
+    from ..conversion.transfer import check_softmax
 
     source = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0]
     model_type = source.get("model_type")
@@ -65,6 +67,8 @@ def checkpoint_config(args: argparse.Namespace, family: str, model_class, purpos
         kind = f"a {found} checkpoint" if found else "not a checkpoint this package loads"
         raise ValueError(f"{args.model_name_or_path} is {kind} (model_type {model_type!r}): {purpose} takes "
                          f"{ENCODERS[family]}.")
+    if getattr(args, "attention_transfer_steps", 0):
+        check_softmax(source.get("attention_type", "sdpa"), args.model_name_or_path)
     return model_class.config_from_checkpoint(source, args.attention_type, args.attention_config, {})[0]
 
 

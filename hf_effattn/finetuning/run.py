@@ -25,7 +25,7 @@ from .arguments import build_parser, run_inputs
 from .checkpoints import check_resumable, read_state, remove_unfinished_saves, resolve_checkpoint
 from .data import LabelInfo
 from .fingerprint import settings_fingerprint
-from .lora import add_lora, is_peft_model, lora_settings
+from .lora import add_lora, check_lora_arguments, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
 from .model_card import CardContent, CardKind, card_license, card_writer
 from .models import is_preset
@@ -67,6 +67,7 @@ class Recipe:
         fails before its output folder is in place leaves the folder as it was."""
         args = self.parse_args(argv)
         check_inputs_found(args)
+        check_lora_arguments(args)
         self.check_options(args)
         accelerator = create_accelerator(args)
         folder = prepare_output_folder(args, accelerator)

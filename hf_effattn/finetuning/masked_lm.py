@@ -28,8 +28,7 @@ from ..command_line import positive_int
 from .loop import Finetuner
 from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data
 from .model_card import CardKind
-from .models import checkpoint_config as family_config
-from .models import is_preset, load_tokenizer
+from .models import config_of_checkpoint, is_preset, load_tokenizer
 from .run import Recipe
 
 logger = logging.getLogger(__name__)
@@ -77,7 +76,7 @@ def checkpoint_config(args: argparse.Namespace):
     if args.lora_r is not None:
         raise ValueError("--lora_r: run_mlm.py trains the whole model (or, with --train_head_only, the head): drop "
                          "--lora_r.")
-    return family_config(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining")
+    return config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining")
 
 
 def check_sequence_length(args: argparse.Namespace, limit: int) -> None:

@@ -8,7 +8,7 @@ takes ``--model``. A preset has no tokenizer or image processor, so they are exp
 ``ViTImageProcessor`` resizing to the preset's image size). The classification head is sized for the task's labels.
 
 The config a model will have is read first, before the data and the model load (:func:`classifier_config`,
-:func:`checkpoint_config`), so that what the options and that config rule out is refused at once.
+:func:`config_of_checkpoint`), so that what the options and that config rule out is refused at once.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ def label_config(labels: LabelInfo) -> dict:
     }
 
 
-def checkpoint_config(args: argparse.Namespace, family: str, model_class, purpose: str):
+def config_of_checkpoint(args: argparse.Namespace, family: str, model_class, purpose: str):
     """The config that ``model_class`` loads ``--model_name_or_path`` with (``--attention_type``,
     ``--attention_config``), read before anything loads; a checkpoint of another family, or of a type this package
     does not load, is refused, naming ``purpose`` (what the script does), and so is attention transfer from a
@@ -76,7 +76,7 @@ def classifier_config(args: argparse.Namespace, family: str):
     """The config of the classifier of ``args`` (labels aside), before anything loads: the preset's (its refusals
     checked, :func:`check_preset`) or the checkpoint's."""
     if not is_preset(args.model_name_or_path):
-        return checkpoint_config(args, family, *CLASSIFIERS[family])
+        return config_of_checkpoint(args, family, *CLASSIFIERS[family])
     check_preset(args, family)
     return create_config(args.model_name_or_path, attention_config=args.attention_config)
 

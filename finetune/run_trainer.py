@@ -14,7 +14,10 @@ model card of ``model_cards/template.md``. With ``--lora_r`` (and ``--lora_alpha
 ``--lora_target_modules``) a LoRA adapter trains instead of the whole model, and the folder holds the adapter and
 its base (:mod:`hf_effattn.finetuning.lora`); ``--push_to_hub`` uploads it with hf_effattn's publisher (and
 not Trainer's, which would replace the card): only the Hub-ready files, never Trainer's ``checkpoint-*`` folders
-or pickles (``publishing.HUB_IGNORE_PATTERNS``), and the card names the repository as the Hub does.
+or pickles (``publishing.HUB_IGNORE_PATTERNS``), and the card names the repository as the Hub does. The output
+folder follows the rule of the other scripts (:mod:`hf_effattn.output_folders`): never one of the run's inputs,
+and a folder that holds files replaced whole, at the run's first checkpoint or its end, with
+``--overwrite_output_dir``.
 """
 
 from __future__ import annotations
@@ -22,18 +25,24 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-from transformers import HfArgumentParser, Trainer, TrainingArguments
+from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 
-from hf_effattn.conversion import check_found
-from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, check_against_model
-from hf_effattn.finetuning.lora import add_lora, is_peft_model, lora_settings, save_adapter_folder
-from hf_effattn.finetuning.models import load_text_classifier, load_tokenizer
-from hf_effattn.finetuning.output_folder import check_output_folder, remove_previous_run
+from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments
+from hf_effattn.finetuning.lora import (
+    add_lora,
+    check_lora_arguments,
+    is_peft_model,
+    lora_settings,
+    save_adapter_folder,
+)
+from hf_effattn.finetuning.loop import check_mixed_precision
+from hf_effattn.finetuning.models import check_classifier_options, load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
-from hf_effattn.finetuning.run import attention_transfer
+from hf_effattn.finetuning.run import attention_transfer, check_inputs_found, prepare_output_folder
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 from hf_effattn.hybrid_parts import mechanism_weights
 from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
+from hf_effattn.output_folders import OutputFolder
 from hf_effattn.user_errors import run_script
 from hf_effattn.window_options import with_window_settings
 
@@ -44,12 +53,13 @@ HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size
 def build_parser() -> HfArgumentParser:
     """Every ``TrainingArguments`` option, the model, LoRA and data options, and ``--overwrite_output_dir``."""
     parser = HfArgumentParser(TrainingArguments)
-    add_model_arguments(parser)
+    add_model_arguments(parser, "tokenizer_name")
     add_lora_arguments(parser)
     add_text_data_arguments(parser)
     parser.add_argument("--overwrite_output_dir", action="store_true",
-                        help="Replace the run saved in a non-empty --output_dir (refused otherwise), its checkpoints "
-                             "and results first (TrainingArguments no longer has this option).")
+                        help="Replace a non-empty --output_dir (refused otherwise) whole with a new run, written "
+                             "beside it and put in its place at its first checkpoint or its end (TrainingArguments "
+                             "no longer has this option).")
     return parser
 
 
@@ -65,10 +75,12 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
 
 
 def check_training_arguments(training_args: TrainingArguments) -> None:
-    """Counts that ``TrainingArguments`` accepts but no run can train with, refused before anything loads."""
+    """Counts that ``TrainingArguments`` accepts but no run can train with, and fp16 on a CPU, refused before
+    anything loads."""
     for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
         if getattr(training_args, name) < 1:
             raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
+    check_mixed_precision(training_args.mixed_precision, training_args.device)
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give a positive "
                          "number of epochs, or --max_steps.")
@@ -121,33 +133,58 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
     )
 
 
+class InPlaceAtFirstSave(TrainerCallback):
+    """Puts a run that replaces its output folder in place at its first checkpoint; Trainer writes there after."""
+
+    def __init__(self, folder: OutputFolder):
+        self.folder = folder
+
+    def on_save(self, args, state, control, **kwargs):
+        self.folder.commit(state.is_world_process_zero)
+        args.output_dir = str(self.folder.path)
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
-    """Train with Trainer, evaluate every split, save the Hub-ready folder, push it if asked; returns the metrics."""
+    """Check the options and the output folder, then :func:`train`; returns the metrics. A run that fails before its
+    output folder is in place leaves the folder as it was."""
+    from accelerate import PartialState
+
     training_args, options = parse_args(argv)
-    check_found(options.model_name_or_path)
-    check_output_folder(options)
-    if options.overwrite_output_dir and not options.resume_from_checkpoint and training_args.process_index == 0:
-        remove_previous_run(training_args.output_dir)
-    tokenizer = load_tokenizer(options.model_name_or_path)
+    check_inputs_found(options)
+    check_lora_arguments(options)
+    check_classifier_options("text")(options)
+    folder = prepare_output_folder(options, PartialState())
+    try:
+        return train(training_args, options, folder)
+    except BaseException:
+        folder.discard(training_args.process_index == 0)
+        raise
+
+
+def train(training_args: TrainingArguments, options, folder: OutputFolder) -> dict[str, dict[str, float]]:
+    """Train with Trainer into ``folder``, evaluate every split, save the Hub-ready folder, push it if asked."""
+    tokenizer = load_tokenizer(options.model_name_or_path, options.tokenizer_name)
     with training_args.main_process_first(desc="dataset preparation"):
         data = prepare_text_data(options, tokenizer)
     model = load_text_classifier(options, data.labels)
-    check_against_model(options, model.config)
+    main_process = training_args.process_index == 0
     transfer = attention_transfer(options, model, data, training_args.per_device_train_batch_size,
-                                  training_args.device, training_args.process_index == 0,
-                                  resuming=bool(training_args.resume_from_checkpoint))
+                                  training_args.device, main_process,
+                                  resuming=bool(training_args.resume_from_checkpoint), folder=folder.path)
     model = add_lora(options, model)
     trainer = Trainer(
-        model=model, args=dataclasses.replace(training_args, push_to_hub=False), train_dataset=data.train,
-        eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn, processing_class=tokenizer,
-        compute_metrics=metric_function(data.metrics),
+        model=model, args=dataclasses.replace(training_args, push_to_hub=False, output_dir=str(folder.path)),
+        train_dataset=data.train, eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn,
+        processing_class=tokenizer, compute_metrics=metric_function(data.metrics),
+        callbacks=[InPlaceAtFirstSave(folder)],
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     results = evaluate_splits(trainer, data)
     trainer.save_model()
     if is_peft_model(model):  # the adapter again, naming its base, saved beside it
-        save_adapter_folder(model, training_args.output_dir, is_main_process=trainer.is_world_process_zero())
-    if trainer.is_world_process_zero():
+        save_adapter_folder(model, folder.path, is_main_process=main_process, final_folder=folder.final)
+    folder.commit(main_process)
+    if main_process:
         content = card_content(training_args, options, model, data, results, transfer)
         publish_folder(training_args.output_dir, content.repo_id, card_writer(training_args.output_dir, content),
                        push=training_args.push_to_hub, token=training_args.hub_token,

@@ -9,7 +9,10 @@ the larger table. With L the checkpoint's maximum length and ``first`` the first
     new rows:  [ reserved | p_0 ... p_{L-1} | p_0 ... p_{L-1} | ... | p_0 ... ]    (the last block cut)
 
 So a token at position i < L keeps its row, and one at i >= L gets row ``i mod L``; an input that fits the
-checkpoint's length is computed exactly as before. Word and token-type embeddings are unchanged.
+checkpoint's length is computed exactly as before. Word and token-type embeddings are unchanged. A table that was
+extended before, and not trained since, repeats its learned block exactly: ``L`` is then that block's length
+(:func:`learned_length`), so that extending twice (512 -> 1,000 -> 2,048) gives the rows of extending once (token
+1,000 takes row 488 either way). A table trained after its extension has no exact repeat: all its rows are learned.
 
 Images: the patches' position grid is resized as :meth:`transformers.ViTEmbeddings.interpolate_pos_encoding`
 resizes it at run time (bicubic over the grid, the [CLS] row kept), once, so that the model takes images of the
@@ -29,10 +32,22 @@ from torch import nn
 from .attention_base import EfficientAttention
 
 
+def learned_length(entries: torch.Tensor) -> int:
+    """The length of the block that ``entries`` (along dim 0) repeat exactly, the last repeat possibly cut: the
+    smallest ``P`` with ``entries[P:] == entries[:-P]``, or all of them where there is no exact repeat."""
+    rows = entries.reshape(len(entries), -1)
+    for period in (rows == rows[0]).all(dim=1).nonzero()[1:, 0].tolist():  # rows that repeat the first one
+        if torch.equal(rows[period:], rows[:len(rows) - period]):
+            return period
+    return len(rows)
+
+
 def tile_blocks(table: torch.Tensor, size: int, dim: int = 0, first: int = 0) -> torch.Tensor:
     """``table`` grown to ``size`` entries along ``dim``: entries ``0 .. first-1`` kept, the others repeated in
-    blocks (entry ``first + i`` of the result is entry ``first + i mod (table.shape[dim] - first)``)."""
-    block = table.narrow(dim, first, table.shape[dim] - first)
+    blocks of the learned length ``L`` (:func:`learned_length`: all of them, unless an earlier extension repeated
+    them): entry ``first + i`` of the result is entry ``first + i mod L``."""
+    entries = table.narrow(dim, first, table.shape[dim] - first)
+    block = entries.narrow(dim, 0, learned_length(entries.movedim(dim, 0)))
     repeats = [1] * table.dim()
     repeats[dim] = math.ceil((size - first) / block.shape[dim])
     tiled = block.repeat(repeats).narrow(dim, 0, size - first)

@@ -41,6 +41,7 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings
+from .configuration_effattn import EffAttnConfigMixin
 from .local_window import LocalWindow
 from .position_extension import extend_positions
 
@@ -136,6 +137,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 f"{cls.__name__} loads checkpoints of model_type {known}; {pretrained_model_name_or_path} has "
                 f"model_type {source_type!r}."
             )
+        check_size_arguments(cls, kwargs)
         size = kwargs.pop(cls.config_class.size_argument, None)
         config = kwargs.pop("config", None)
         if config is None:
@@ -215,6 +217,18 @@ class EffAttnPreTrainedModel(PreTrainedModel):
             **{auto: qualified_name(model_class) for auto, model_class in self.auto_classes.items()},
         }
         return super().save_pretrained(save_directory, *args, save_original_format=save_original_format, **kwargs)
+
+
+def check_size_arguments(cls, kwargs: dict) -> None:
+    """Raise for the input size argument of another family among ``kwargs`` (``image_size`` for a text model,
+    ``max_length`` for an image model), which the model's ``__init__`` would refuse with a bare ``TypeError``."""
+    own = cls.config_class.size_argument
+    for config_class in EffAttnConfigMixin.__subclasses__():
+        other = config_class.size_argument
+        if other != own and other in kwargs:
+            raise ValueError(f"{other}={kwargs[other]!r} does not apply to {cls.__name__}, whose input size is set by "
+                             f"{own}: pass {own}=... to extend it, or load the checkpoint with the model class of its "
+                             "own family.")
 
 
 def without_file_keys(config_dict: dict) -> dict:

@@ -159,13 +159,13 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ..finetuning.output_folder import check_output_folder
+    from ..output_folders import check_output_folder
 
     quiet_libraries()
     size = QUICK if args.quick else FULL
     output_dir = Path(args.output_dir)
-    check_output_folder(argparse.Namespace(output_dir=output_dir, overwrite_output_dir=args.overwrite_output_dir,
-                                           resume_from_checkpoint=None))  # before anything trains
+    # Before anything trains (the fine-tuning run checks it again, against its inputs, all made by the demo).
+    check_output_folder(output_dir, [], args.overwrite_output_dir, resuming=False)
     mechanisms = list(dict.fromkeys([args.attention, args.baseline]))
     print(f"Task: majority of markers. Three marker words (a0-a3 or b0-b3) hide among {size.length} random words; "
           f"the label is the group with two or three of them.\n{size.train_examples} training and "

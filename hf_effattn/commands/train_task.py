@@ -9,6 +9,7 @@ import json
 import torch
 
 from ..modeling.attentions import list_attentions
+from ..output_folders import check_output_file, write_file_into_place
 from ..synthetic_tasks.model import NORM_STYLES, POOLINGS
 from ..synthetic_tasks.training import TASKS, train_task
 
@@ -47,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    if args.metrics_file:
+        check_output_file("metrics_file", args.metrics_file)  # before training, which may take hours
     if args.threads:
         torch.set_num_threads(args.threads)
     result = train_task(args)
@@ -54,6 +57,5 @@ def run(args) -> int:
           f"({result['criterion']}, {args.eval_size} samples) after {args.steps} steps, {result['seconds']:.0f} s, "
           f"{result['parameters']:,} parameters")
     if args.metrics_file:
-        with open(args.metrics_file, "w") as handle:
-            json.dump(result, handle, indent=1)
+        write_file_into_place(args.metrics_file, json.dumps(result, indent=1))
     return 0

@@ -15,9 +15,10 @@ module folders (pooling; a module that saves no files, such as Normalize, has no
 ``SentenceTransformer(folder, trust_remote_code=True)`` loads it. Settings that change weight shapes need
 ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr and exit status 2.
 
-Nothing on disk is lost (:mod:`~hf_effattn.conversion.output_folder`): the output folder is checked before anything
-loads (never the checkpoint's own; one that is not empty only with ``--overwrite_output_dir``, which replaces it
-whole) and written into a temporary folder moved into place once complete. So is the request
+Nothing on disk is lost (:mod:`~hf_effattn.output_folders`): the output folder is checked before anything
+loads (never the checkpoint's own or the transfer data's, nor inside or around them; one that is not empty only with
+``--overwrite_output_dir``, which replaces it whole) and written into a temporary folder moved into place once
+complete. So is the request
 (:func:`check_request`: settings the mechanism lacks, ``--num_labels`` for a head without labels, the transfer's
 arguments), and the transfer data is read and checked before the model loads. The card's licence is the
 checkpoint's own (its card's metadata), or ``--license``.
@@ -39,30 +40,18 @@ import json
 import shutil
 from pathlib import Path
 
-from huggingface_hub.utils import HFValidationError, validate_repo_id
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from ..hub_or_local import check_found
 from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import pair
-from .output_folder import prepare_output_folder, written_into_place
+from ..output_folders import Input, prepare_output_folder, written_into_place
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
-
-
-def check_found(checkpoint) -> None:
-    """Raise ``FileNotFoundError`` for a local folder that does not exist (a name that cannot be a Hub id, such
-    as ``./model`` or ``/data/model``), rather than Hugging Face Hub's complaint about the id's form."""
-    if Path(checkpoint).exists():
-        return
-    try:
-        validate_repo_id(str(checkpoint))
-    except HFValidationError:
-        raise FileNotFoundError(f"Checkpoint folder {checkpoint} not found: give an existing folder, or a Hub id "
-                                "such as FacebookAI/roberta-base.") from None
 
 
 def convert(checkpoint: str, attention_type: str | None, output_dir, task: str | None = None,
@@ -83,8 +72,9 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
     ViT checkpoint): e.g. to extend one of ours with ``max_length``.
 
-    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.conversion.output_folder`): it may not be
-    the checkpoint's folder, nor a folder that is not empty unless ``overwrite_output_dir``, which replaces it whole.
+    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.output_folders`): it may not be, contain or
+    lie inside the checkpoint or the transfer data, nor be a folder that is not empty unless
+    ``overwrite_output_dir``, which replaces it whole.
     It is written into a temporary folder beside it and moved into place once complete.
 
     ``max_length`` (text) / ``image_size`` (ViT): extend the model to this input size, at least the checkpoint's
@@ -103,7 +93,9 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     where it states none).
     """
     check_found(checkpoint)
-    prepare_output_folder(checkpoint, output_dir, overwrite_output_dir)
+    inputs = [Input("checkpoint", None, checkpoint),
+              Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
+    prepare_output_folder(output_dir, inputs, overwrite_output_dir)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     family = family_of(source.get("model_type"))
     task = task or task_of(family, source.get("architectures"))

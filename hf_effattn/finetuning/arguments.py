@@ -1,5 +1,6 @@
 """Command-line options shared by the fine-tuning scripts: the model and its attention, LoRA, the training
-loop (those of Transformers' ``run_glue_no_trainer.py``), checkpointing and publishing."""
+loop (those of Transformers' ``run_glue_no_trainer.py``), checkpointing and publishing; and the files and folders
+that the options name, which the output folder must keep clear of (:func:`run_inputs`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import json
 from pathlib import Path
 
 from ..argument_types import non_negative_int, positive_int
+from ..output_folders import Input
 from ..user_errors import OneLineParser
 from ..window_options import add_window_arguments
 
@@ -35,19 +37,27 @@ def checkpointing_value(text: str) -> int | str:
     raise argparse.ArgumentTypeError(f"--checkpointing_steps must be a positive integer or 'epoch', got {text!r}.")
 
 
-def add_model_arguments(parser: argparse.ArgumentParser) -> None:
-    """The checkpoint to start from and the attention mechanism to put in it."""
+PROCESSOR_HELP = {  # the option naming another tokenizer (text scripts) or image processor (the image script)
+    "tokenizer_name": "The tokenizer to use (Hub id or folder); required with a preset. Default: the checkpoint's.",
+    "image_processor_name": "The image processor to use. Default: the checkpoint's, else (and for a preset) a "
+                            "ViTImageProcessor resizing to the model's image size.",
+}
+INPUT_OPTIONS = {  # option -> what it names: the files and folders a run reads
+    "model_name_or_path": "model", "tokenizer_name": "tokenizer", "image_processor_name": "image processor",
+    "dataset_name": "dataset", "train_file": "training data", "validation_file": "evaluation data",
+    "resume_from_checkpoint": "checkpoint to resume from",
+}
+
+
+def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) -> None:
+    """The checkpoint to start from, its tokenizer or image processor (``processor_option``: the script's modality's
+    only) and the attention mechanism to put in it."""
     group = parser.add_argument_group("model")
     group.add_argument("--model_name_or_path", required=True,
                        help="A RoBERTa/BERT/ViT checkpoint or one of hf_effattn's (Hub id or local folder), or a "
                             "preset to train from scratch (hf-effattn list --models), e.g. "
                             "vit-tiny-patch4-32/kerformer.")
-    group.add_argument("--tokenizer_name", default=None,
-                       help="Text: the tokenizer to use (Hub id or folder); required with a preset. "
-                            "Default: the checkpoint's.")
-    group.add_argument("--image_processor_name", default=None,
-                       help="Images: the image processor to use. Default: the checkpoint's, else (and for a preset) "
-                            "a ViTImageProcessor resizing to the model's image size.")
+    group.add_argument(f"--{processor_option}", default=None, help=PROCESSOR_HELP[processor_option])
     group.add_argument("--attention_type", default=None,
                        help="The attention mechanism (hf-effattn list); default: the checkpoint's own, else sdpa.")
     group.add_argument("--attention_config", type=attention_config_value, default=None,
@@ -108,9 +118,9 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")
     group.add_argument("--overwrite_output_dir", action="store_true",
-                       help="Replace the run saved in a non-empty --output_dir (refused otherwise): a new run "
-                            "removes its checkpoints and results first; with --resume_from_checkpoint, resume into "
-                            "a finished run.")
+                       help="Replace a non-empty --output_dir (refused otherwise) whole with a new run, written "
+                            "beside it and put in its place at the run's first checkpoint or final save; with "
+                            "--resume_from_checkpoint, continue the finished run saved there.")
     group.add_argument("--checkpointing_steps", type=checkpointing_value, default=None,
                        help="Save the full training state every N optimizer steps, or at each 'epoch'.")
     group.add_argument("--resume_from_checkpoint", default=None,
@@ -132,10 +142,11 @@ def add_hub_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--hub_private_repo", action="store_true", help="Create the repository as private.")
 
 
-def build_parser(description: str, add_data_arguments) -> argparse.ArgumentParser:
-    """A script's parser: model, its data options (``add_data_arguments(parser)``), training and hub."""
+def build_parser(description: str, add_data_arguments, processor_option: str) -> argparse.ArgumentParser:
+    """A script's parser: model (with ``--<processor_option>``), its data options (``add_data_arguments(parser)``),
+    training and hub."""
     parser = OneLineParser(description=description)
-    add_model_arguments(parser)
+    add_model_arguments(parser, processor_option)
     add_lora_arguments(parser)
     add_data_arguments(parser)
     add_training_arguments(parser)
@@ -152,3 +163,16 @@ def check_against_model(args: argparse.Namespace, config) -> None:
         raise ValueError(f"--max_length {max_length} is longer than the {limit} tokens {args.model_name_or_path} "
                          f"takes (max_position_embeddings {config.max_position_embeddings}): use --max_length "
                          f"{limit} or less.")
+
+
+def run_inputs(args: argparse.Namespace) -> list[Input]:
+    """The files and folders that the run of ``args`` reads (:data:`INPUT_OPTIONS`), but for the run's own
+    checkpoints, under ``--output_dir``, which it resumes from."""
+    output = Path(args.output_dir).resolve()
+
+    def own_checkpoint(value: str) -> bool:
+        return value == "latest" or Path(value).resolve().is_relative_to(output)
+
+    return [Input(what, f"--{option}", getattr(args, option)) for option, what in INPUT_OPTIONS.items()
+            if getattr(args, option, None) and not (option == "resume_from_checkpoint"
+                                                    and own_checkpoint(args.resume_from_checkpoint))]

@@ -7,28 +7,27 @@ model by the task's main metric), apart from the Hub-ready files of the output f
 
 A kill at any moment leaves no half-written checkpoint: each folder is written into a temporary sibling
 (``.<name>.partial``) and renamed into place once complete; a folder it replaces is first moved aside
-(``.<name>.replaced``) and removed afterwards. ``latest`` takes only ``step_<N>`` and ``epoch_<N>`` folders,
-and skips, naming it in a warning, one whose training state is missing or unreadable.
+(``.<name>.replaced``) and removed afterwards (:func:`~hf_effattn.output_folders.move_into_place`, as output
+folders are written); the next run removes what a killed save left (:func:`remove_unfinished_saves`). ``latest``
+takes only ``step_<N>`` and ``epoch_<N>`` folders, and skips, naming it in a warning, one whose training state is
+missing or unreadable.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import os
 import re
 import shutil
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..output_folders import CHECKPOINTS_DIR, PARTIAL_SUFFIX, REPLACED_SUFFIX, move_into_place, temporary_sibling
 from .fingerprint import fingerprint_differences
 
 STATE_FILE = "training_state.json"
-CHECKPOINTS_DIR = "checkpoints"
 BEST_DIR = "best"
-PARTIAL_SUFFIX = ".partial"
-REPLACED_SUFFIX = ".replaced"
 CHECKPOINT_NAME = re.compile(r"(step|epoch)_\d+")
 
 logger = logging.getLogger(__name__)
@@ -44,6 +43,10 @@ class TrainingState:
     best_metric: float | None = None
     best_step: int | None = None
     history: list[dict] = field(default_factory=list)
+    # The training loss summed over the batches of the epoch in progress, and their count, so that a run resumed in
+    # the middle of an epoch reports the mean over the whole epoch.
+    epoch_loss_sum: float = 0.0
+    epoch_batches: int = 0
 
     @property
     def latest_eval(self) -> dict[str, dict[str, float]]:
@@ -54,11 +57,6 @@ class TrainingState:
 def checkpoint_root(output_dir: str | Path) -> Path:
     """The folder under ``output_dir`` that holds the checkpoints."""
     return Path(output_dir) / CHECKPOINTS_DIR
-
-
-def temporary_sibling(folder: Path, suffix: str) -> Path:
-    """A hidden folder beside ``folder`` for its replacement (``.partial``) or its previous copy (``.replaced``)."""
-    return folder.with_name(f".{folder.name}{suffix}")
 
 
 def replace_folder(accelerator, folder: Path, write: Callable[[Path], None]) -> None:
@@ -75,15 +73,14 @@ def replace_folder(accelerator, folder: Path, write: Callable[[Path], None]) -> 
     accelerator.wait_for_everyone()
 
 
-def move_into_place(partial: Path, folder: Path) -> None:
-    """Rename the complete folder ``partial`` to ``folder``; an existing ``folder`` is moved aside first and removed
-    after, so that a kill in between leaves ``folder`` missing (and ``latest`` takes an earlier checkpoint)."""
-    replaced = temporary_sibling(folder, REPLACED_SUFFIX)
-    shutil.rmtree(replaced, ignore_errors=True)
-    if folder.exists():
-        os.replace(folder, replaced)
-    os.replace(partial, folder)
-    shutil.rmtree(replaced, ignore_errors=True)
+def remove_unfinished_saves(output_dir: str | Path) -> None:
+    """Remove the temporary folders that saves killed before they completed left under the checkpoints folder (a
+    checkpoint killed between its renames is then missing, and ``latest`` takes an earlier one)."""
+    root = checkpoint_root(output_dir)
+    for suffix in (PARTIAL_SUFFIX, REPLACED_SUFFIX):
+        for folder in root.glob(f".*{suffix}"):
+            logger.info(f"Removing {folder}, left by a save that did not complete")
+            shutil.rmtree(folder)
 
 
 def save_checkpoint(accelerator, folder: Path, state: TrainingState) -> None:
@@ -142,13 +139,15 @@ def resolve_checkpoint(requested: str, output_dir: str | Path) -> Path | None:
     return folder
 
 
-def check_resumable(saved: TrainingState, fingerprint: dict, max_steps: int, folder: Path) -> None:
-    """Raise when a run with ``fingerprint`` and a budget of ``max_steps`` optimizer steps would not continue the
-    run that saved ``folder`` (``saved``) on the same path: each difference is named."""
+def check_resumable(saved: TrainingState, fingerprint: dict, max_steps: int | None, folder: Path,
+                    partial: bool = False) -> None:
+    """Raise when a run with ``fingerprint`` and a budget of ``max_steps`` optimizer steps (``None``: not known yet)
+    would not continue the run that saved ``folder`` (``saved``) on the same path: each difference is named.
+    ``partial``: ``fingerprint`` holds only the entries known so far (before the data loads), the ones compared."""
     problems = []
-    if saved.completed_steps > max_steps:
+    if max_steps is not None and saved.completed_steps > max_steps:
         problems.append(f"it is at step {saved.completed_steps}, beyond this run's step budget of {max_steps}")
-    differences = fingerprint_differences(saved.fingerprint, fingerprint)
+    differences = fingerprint_differences(saved.fingerprint, fingerprint, fingerprint.keys() if partial else None)
     if differences:
         problems.append("it was saved by a run with other settings: " + "; ".join(differences))
     if problems:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -149,11 +150,17 @@ def evaluation_split_names(raw, preferred: tuple[str, ...] | None) -> list[str]:
     return next(([name] for name in EVAL_SPLITS if name in raw), [])
 
 
-def select_eval_splits(raw, preferred: tuple[str, ...] | None, validation_fraction: float, seed: int):
-    """The evaluation split names, first the main one; splits ``validation`` off ``train`` where none exists."""
+def select_eval_splits(raw, preferred: tuple[str, ...] | None, validation_fraction: float, seed: int, source: str):
+    """The evaluation split names, first the main one; splits ``validation`` off ``train`` (``source``, as messages
+    name it) where none exists, refusing a training split too small to leave rows on both sides."""
     names = evaluation_split_names(raw, preferred)
     if names:
         return raw, names
+    rows = len(raw["train"])
+    if rows - math.ceil(validation_fraction * rows) < 1:  # datasets holds out ceil(fraction * rows) rows
+        raise ValueError(f"{source} has {rows} row{'s' * (rows != 1)}: holding out --validation_split_percentage "
+                         f"{100 * validation_fraction:g} for evaluation leaves none to train on. Give a "
+                         "--validation_file, more rows, or a smaller --validation_split_percentage.")
     split = raw["train"].train_test_split(test_size=validation_fraction, seed=seed)
     raw["train"], raw["validation"] = split["train"], split["test"]
     return raw, ["validation"]
@@ -181,6 +188,15 @@ def label_info(train_split, column: str | None) -> LabelInfo:
         return LabelInfo(column, None)
     values = sorted(set(train_split[column]))
     return LabelInfo(column, [str(value) for value in values], {value: i for i, value in enumerate(values)})
+
+
+def check_truncation(option: str, length: int, tokenizer, pair: bool = False) -> None:
+    """``--<option> length`` leaves room for text beside the special tokens that ``tokenizer`` adds to a text (or a
+    ``pair`` of texts): a tokenizer cannot truncate below them, and would keep the whole text instead."""
+    special, each = tokenizer.num_special_tokens_to_add(pair=pair), "pair of texts" if pair else "text"
+    if length <= special:
+        raise ValueError(f"--{option} {length} leaves no room for text: the tokenizer adds {special} special tokens "
+                         f"to each {each} and cannot truncate below them. Use --{option} {special + 1} or more.")
 
 
 def example_generator(seed: int, epoch: int, index: int) -> torch.Generator:
@@ -215,7 +231,8 @@ def prepare_splits(raw, args: argparse.Namespace, input_columns: list[str], data
     labels = label_info(raw["train"], column)
     for split in used[1:]:
         check_known_labels(raw[split], labels, split_source(args, split, dataset_id))
-    raw, eval_splits = select_eval_splits(raw, preferred, args.validation_split_percentage / 100, args.seed)
+    raw, eval_splits = select_eval_splits(raw, preferred, args.validation_split_percentage / 100, args.seed,
+                                          split_source(args, "train", dataset_id))
     return raw, eval_splits, labels
 
 

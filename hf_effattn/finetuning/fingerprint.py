@@ -7,6 +7,10 @@ resolve to: the step budget in optimizer steps (``--max_train_steps``, or ``--nu
 epoch, so that either way of giving the same budget matches), the attention the model got (with the
 mechanism's default settings), the training data's size and labels, and the processes and precision.
 The data's contents are not hashed: the dataset's name, configuration, files and size identify it.
+
+The part known from the options alone (:func:`settings_fingerprint`) is checked before the data loads; the rest
+(the data's size, the steps per epoch, the model's attention) when the run starts. An entry that one fingerprint
+lacks counts as ``None``: an option that a later version drops, and that was unset, changes nothing.
 """
 
 from __future__ import annotations
@@ -23,31 +27,48 @@ NOT_IN_FINGERPRINT = frozenset({
     "dataloader_num_workers",
     # replaced by the step budget they resolve to
     "num_train_epochs", "max_train_steps",
+    # recomputes activations in the backward pass: the same gradients, dropout included
+    "gradient_checkpointing",
 })
+UNCHECKED = frozenset(f"--{name}" for name in NOT_IN_FINGERPRINT)  # in checkpoints of versions that checked them
+
+
+def settings_fingerprint(args, accelerator) -> dict:
+    """The part of the fingerprint that the options and the processes give, before the data loads: the options, the
+    processes and precision, and the step budget where ``--max_train_steps`` gives it; JSON values."""
+    fingerprint = {f"--{name}": value for name, value in sorted(vars(args).items()) if name not in NOT_IN_FINGERPRINT}
+    fingerprint.update({
+        "processes": accelerator.num_processes,
+        "distributed type": accelerator.distributed_type.value,
+        "mixed precision": accelerator.mixed_precision,
+    })
+    if args.max_train_steps:
+        fingerprint["step budget"] = args.max_train_steps
+    return json.loads(json.dumps(fingerprint, default=str))
 
 
 def run_fingerprint(args, accelerator, model, data, steps_per_epoch: int, max_steps: int) -> dict:
     """The fingerprint of the run of ``args`` (parsed options) training ``model`` (prepared) on ``data``
     (``PreparedData``) for ``max_steps`` optimizer steps; JSON values, as a checkpoint stores them."""
     config = accelerator.unwrap_model(model).config
-    fingerprint = {f"--{name}": value for name, value in sorted(vars(args).items()) if name not in NOT_IN_FINGERPRINT}
-    fingerprint.update({
+    fingerprint = {
+        **settings_fingerprint(args, accelerator),
         "step budget": max_steps,
         "steps per epoch": steps_per_epoch,
         "attention": {"type": config.attention_type, "config": config.attention_config},
         "dataset": [data.dataset_id, data.dataset_config],
         "training examples": len(data.train),
         "labels": data.labels.names,
-        "processes": accelerator.num_processes,
-        "distributed type": accelerator.distributed_type.value,
-        "mixed precision": accelerator.mixed_precision,
-    })
+    }
     return json.loads(json.dumps(fingerprint, default=str))
 
 
-def fingerprint_differences(saved: dict, current: dict) -> list[str]:
-    """One line per entry where the ``saved`` fingerprint and the ``current`` one differ."""
-    missing = "(absent)"
-    return [f"{name}: {json.dumps(saved.get(name, missing))} in the checkpoint, "
-            f"{json.dumps(current.get(name, missing))} now"
-            for name in sorted(saved.keys() | current.keys()) if saved.get(name, missing) != current.get(name, missing)]
+def fingerprint_differences(saved: dict, current: dict, names=None) -> list[str]:
+    """One line per entry (of ``names``; default: of either) where the ``saved`` fingerprint and the ``current`` one
+    differ, an absent entry counting as ``None``; options now left out of fingerprints are not compared."""
+    def shown(fingerprint: dict, name: str) -> str:
+        return json.dumps(fingerprint[name]) if name in fingerprint else "(absent)"
+
+    names = (saved.keys() | current.keys() if names is None else set(names)) - UNCHECKED
+    return [f"{name}: {shown(saved, name)} in the checkpoint, {shown(current, name)} now"
+            for name in sorted(names) if saved.get(name) != current.get(name)]

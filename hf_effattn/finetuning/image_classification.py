@@ -3,7 +3,7 @@
 
 from ..model_cards import IMAGE_CLASSIFICATION
 from .image_data import add_image_data_arguments, prepare_image_data
-from .models import load_image_classifier, load_image_processor
+from .models import check_classifier_options, load_image_classifier, load_image_processor
 from .run import Recipe
 
 RECIPE = Recipe(
@@ -14,6 +14,7 @@ RECIPE = Recipe(
     load_model=load_image_classifier,
     processor_option="image_processor_name",
     card_kind=IMAGE_CLASSIFICATION,
+    check_options=check_classifier_options("vision"),
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args

@@ -11,7 +11,11 @@ epoch's order depends only on the seed and the epoch), every data loader draws f
 do not change training either), and a resumed run skips the batches already seen with
 ``accelerator.skip_first_batches``. A step checkpoint that falls
 on an epoch's last step is saved after that epoch's evaluation, so that resuming never repeats or
-misses an evaluation.
+misses an evaluation; a checkpoint also holds the loss summed over the epoch so far, so that a resumed
+epoch's ``train_loss`` is the whole epoch's.
+
+A loss that is not finite stops the run at once, before the step that would spread it to the weights, with a
+message that names the likely cause: nothing saved after the last good checkpoint is written.
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ from pathlib import Path
 
 import torch
 
+from ..hybrid_parts import WindowDropout, check_mechanism_weights, check_window_dropout, only_part
+from ..output_folders import OutputFolder
 from .checkpoints import (
     BEST_DIR,
     TrainingState,
@@ -32,7 +38,6 @@ from .checkpoints import (
     replace_folder,
     save_checkpoint,
 )
-from ..hybrid_parts import WindowDropout, check_mechanism_weights, check_window_dropout, only_part
 from .data import PreparedData
 from .fingerprint import run_fingerprint
 from .publishing import save_model_folder
@@ -44,7 +49,8 @@ NO_DECAY = ("bias", "LayerNorm.weight", "layernorm.weight", "layer_norm.weight",
 
 
 def create_accelerator(args):
-    """The ``Accelerator`` of a run (seedable sampler, gradient accumulation, trackers), seeded."""
+    """The ``Accelerator`` of a run (seedable sampler, gradient accumulation, trackers), seeded; its mixed precision
+    checked (:func:`check_mixed_precision`)."""
     from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration, set_seed
 
@@ -54,9 +60,19 @@ def create_accelerator(args):
         project_dir=args.output_dir,
         dataloader_config=DataLoaderConfiguration(use_seedable_sampler=True),
     )
+    check_mixed_precision(accelerator.mixed_precision, accelerator.device)
     setup_logging(accelerator)
     set_seed(args.seed)
     return accelerator
+
+
+def check_mixed_precision(precision: str, device) -> None:
+    """Refuse fp16 on a CPU: Accelerate accepts it and trains in float32 while the run reports fp16 (it refuses the
+    other precisions that a device cannot run itself)."""
+    if precision == "fp16" and torch.device(device).type == "cpu":
+        raise ValueError("Mixed precision fp16 (accelerate launch --mixed_precision, ACCELERATE_MIXED_PRECISION, or "
+                         "run_trainer.py --fp16) does not run on a CPU: Accelerate would train in float32 while the "
+                         "run reports fp16. Use bf16 (--mixed_precision bf16, --bf16) or no mixed precision.")
 
 
 def setup_logging(accelerator) -> None:
@@ -111,12 +127,13 @@ class TrainingOutcome:
 
 
 class Finetuner:
-    """One fine-tuning run: build with the prepared model and data, then call :meth:`train`."""
+    """One fine-tuning run: build with the prepared model and data and the run's ``folder`` (where it writes, and
+    puts in place at its first checkpoint), then call :meth:`train`."""
 
-    def __init__(self, args, accelerator, model, data: PreparedData, processor=None):
+    def __init__(self, args, accelerator, model, data: PreparedData, processor, folder: OutputFolder):
         from transformers import get_scheduler
 
-        self.args, self.accelerator, self.data, self.processor = args, accelerator, data, processor
+        self.args, self.accelerator, self.data, self.processor, self.folder = args, accelerator, data, processor, folder
         optimizer = torch.optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.learning_rate)
         self.model, self.optimizer, self.train_loader, *eval_loaders = accelerator.prepare(
             model, optimizer, *data_loaders(args, data))
@@ -134,6 +151,7 @@ class Finetuner:
         self.window_dropout = WindowDropout(args.window_dropout, args.seed)
         fingerprint = run_fingerprint(args, accelerator, self.model, data, self.steps_per_epoch, self.max_steps)
         self.state = TrainingState(fingerprint=fingerprint)
+        self.epoch_loss, self.epoch_batches = torch.zeros((), device=accelerator.device), 0
         self.progress = None
 
     # -- the run -------------------------------------------------------------------------------------------
@@ -147,6 +165,8 @@ class Finetuner:
 
         if checkpoint is not None:
             self.resume(checkpoint)
+            self.epoch_loss.fill_(self.state.epoch_loss_sum)
+            self.epoch_batches = self.state.epoch_batches
         if self.args.with_tracking:
             self.accelerator.init_trackers(TRACKER_PROJECT, tracker_config(self.args))
         self.log_plan()
@@ -179,19 +199,20 @@ class Finetuner:
         """Train one epoch (from where a resumed run stopped); its mean loss, or ``None`` on a mid-epoch pause."""
         loader = self.epoch_loader(epoch)
         self.model.train()
-        loss_sum, batches = torch.zeros((), device=self.accelerator.device), 0
         for batch in loader:
             with self.accelerator.accumulate(self.model), only_part(self.model, self.window_dropout.part(
                     self.state.completed_steps)):
                 loss = self.training_loss(batch)
+                if not torch.isfinite(loss):
+                    raise ValueError(self.non_finite_loss(loss.item(), batch))
                 self.accelerator.backward(loss)
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad()
             if self.accelerator.sync_gradients:
                 check_mechanism_weights(self.model, "lower --learning_rate")
-            loss_sum += loss.detach().float()
-            batches += 1
+            self.epoch_loss += loss.detach().float()
+            self.epoch_batches += 1
             if not self.accelerator.sync_gradients:
                 continue
             self.state.completed_steps += 1
@@ -202,7 +223,14 @@ class Finetuner:
                 return None
             if self.step_checkpoint_due():
                 self.save_checkpoint(f"step_{self.state.completed_steps}")
-        return (loss_sum / max(batches, 1)).item()
+        return (self.epoch_loss / max(self.epoch_batches, 1)).item()
+
+    def non_finite_loss(self, loss: float, batch: dict) -> str:
+        """Why the training stops at a batch whose loss is ``loss`` (not finite), and what to change."""
+        return (f"The training loss is {loss} at step {self.state.completed_steps + 1}: training diverged, so the run "
+                f"stops before the weights take it in. Start again with a lower --learning_rate (now "
+                f"{self.args.learning_rate:g}) or more --num_warmup_steps (now {self.args.num_warmup_steps}); the "
+                "checkpoints saved so far are kept.")
 
     def training_loss(self, batch: dict) -> torch.Tensor:
         """The loss of one training batch (the model's own)."""
@@ -245,12 +273,15 @@ class Finetuner:
         if self.args.with_tracking:
             flat = {f"{split}/{name}": value for split, values in metrics.items() for name, value in values.items()}
             self.accelerator.log({"train_loss": train_loss, "epoch": epoch, **flat}, step=step)
+        self.epoch_loss.zero_()
+        self.epoch_batches = 0
         main_value = metrics[next(iter(metrics))][self.data.metrics.main]
         if self.data.metrics.improves(main_value, self.state.best_metric):
             self.state.best_metric, self.state.best_step = main_value, step
-            best_folder = checkpoint_root(self.args.output_dir) / BEST_DIR
+            best_folder = checkpoint_root(self.folder.path) / BEST_DIR
+            final_folder = self.folder.final_path(best_folder)  # where the adapter of a LoRA run names its base
             replace_folder(self.accelerator, best_folder, lambda partial: save_model_folder(
-                self.accelerator, self.model, self.processor, partial, final_folder=best_folder))
+                self.accelerator, self.model, self.processor, partial, final_folder=final_folder))
 
     # -- checkpoints ---------------------------------------------------------------------------------------
 
@@ -262,9 +293,11 @@ class Finetuner:
         return self.state.completed_steps == self.args.stop_after_steps
 
     def save_checkpoint(self, name: str) -> None:
-        folder = checkpoint_root(self.args.output_dir) / name
-        save_checkpoint(self.accelerator, folder, self.state)
-        logger.info(f"Saved checkpoint {folder}")
+        """Save the run's state as the checkpoint ``name``; the output folder is in place from then on."""
+        self.state.epoch_loss_sum, self.state.epoch_batches = self.epoch_loss.item(), self.epoch_batches
+        save_checkpoint(self.accelerator, checkpoint_root(self.folder.path) / name, self.state)
+        self.folder.commit(self.accelerator.is_main_process)
+        logger.info(f"Saved checkpoint {checkpoint_root(self.folder.path) / name}")
 
     def resume(self, folder: Path) -> None:
         """Restore the full state of the checkpoint ``folder``, saved by a run with this one's fingerprint."""

@@ -7,6 +7,8 @@ A checkpoint without a masked-LM head (a bare encoder, such as a sentence-transf
 ``--new_mlm_head`` asks for a new one (initialised, its decoder tied to the word embeddings); ``--train_head_only``
 freezes everything else, e.g. to fit a new head before the encoder trains. Evaluation reports the mean cross-entropy
 over the masked tokens (``loss``) and its exponential (``perplexity``); the best model has the lowest perplexity.
+The model loads before the data (its head refused or not at once); a training batch or an evaluation split in which
+no token was masked, whose loss would be undefined, stops the run with the options to change.
 
 Everything else is the fine-tuning scripts': checkpoints and exact resumption, the output folder's rules, tracking,
 mixed precision through Accelerate, and the Hub-ready folder with its model card.
@@ -25,8 +27,8 @@ from ..argument_types import positive_int
 from ..model_cards import CardKind
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 from .loop import Finetuner
-from .masked_lm_data import add_masked_lm_data_arguments, prepare_masked_lm_data
-from .models import is_preset, load_tokenizer
+from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data
+from .models import config_of_checkpoint, is_preset, load_tokenizer
 from .run import Recipe
 
 logger = logging.getLogger(__name__)
@@ -68,25 +70,13 @@ def add_masked_lm_arguments(parser: argparse.ArgumentParser) -> None:
 def checkpoint_config(args: argparse.Namespace):
     """The config that ``--model_name_or_path`` loads with (our text config), read before anything is loaded;
     refuses presets, vision checkpoints and other model types, and ``--lora_r``."""
-    from transformers import PreTrainedConfig
-
-    from ..model_classes import loadable_model_types
-
     if is_preset(args.model_name_or_path):
         raise ValueError(f"{args.model_name_or_path!r} is a preset (random weights): masked-LM continued pretraining "
                          "starts from a pretrained checkpoint; convert one first, or give a RoBERTa/BERT checkpoint.")
     if args.lora_r is not None:
         raise ValueError("--lora_r: run_mlm.py trains the whole model (or, with --train_head_only, the head): drop "
                          "--lora_r.")
-    source = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0]
-    model_type, family = source.get("model_type"), loadable_model_types().get(source.get("model_type"))
-    if family != "text":
-        kind = "a vision checkpoint" if family else "not a checkpoint this package loads"
-        raise ValueError(f"{args.model_name_or_path} is {kind} (model_type {model_type!r}): masked-LM pretraining "
-                         "takes a text encoder: a RoBERTa or BERT checkpoint, or one of hf_effattn's text models.")
-    config, _ = EffAttnRobertaForMaskedLM.config_from_checkpoint(source, args.attention_type, args.attention_config,
-                                                                 {})
-    return config
+    return config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining")
 
 
 def check_sequence_length(args: argparse.Namespace, limit: int) -> None:
@@ -165,14 +155,20 @@ def masked_token_losses(logits: torch.Tensor, labels: torch.Tensor) -> tuple[tor
 
 
 def loss_metrics(loss_sum: float, tokens: int) -> dict[str, float]:
-    """The mean loss over ``tokens`` masked tokens and the perplexity, its exponential (infinite past a float's
-    range; NaN without a masked token)."""
-    loss = loss_sum / tokens if tokens else math.nan
+    """The mean loss over ``tokens`` (at least one) masked tokens and the perplexity, its exponential (infinite past
+    a float's range)."""
+    loss = loss_sum / tokens
     try:
         perplexity = math.exp(loss)
     except OverflowError:
         perplexity = math.inf
     return {"loss": loss, "perplexity": perplexity}
+
+
+def masking_advice(args: argparse.Namespace) -> str:
+    """What to change when too few tokens are masked for a loss."""
+    return (f"--mlm_probability {args.mlm_probability:g} of blocks of --max_seq_length {args.max_seq_length} tokens "
+            "masks too few: raise --mlm_probability (BERT's is 0.15) or --max_seq_length")
 
 
 class MaskedLMFinetuner(Finetuner):
@@ -182,8 +178,17 @@ class MaskedLMFinetuner(Finetuner):
     def training_loss(self, batch: dict) -> torch.Tensor:
         return self.model(**batch, sparse_prediction=True).loss
 
+    def non_finite_loss(self, loss: float, batch: dict) -> str:
+        """A batch without a masked token has no loss (nan): name the masking options; else the loop's message."""
+        if (batch["labels"] != IGNORED).any():
+            return super().non_finite_loss(loss, batch)
+        return (f"No token of the training batch at step {self.state.completed_steps + 1} was masked, so its loss is "
+                f"undefined ({loss}): {masking_advice(self.args)}, or the batch size. The checkpoints saved so far "
+                "are kept.")
+
     def evaluate_split(self, loader) -> dict[str, float]:
-        """The mean cross-entropy over every masked token of the split (all processes), and its exponential."""
+        """The mean cross-entropy over every masked token of the split (all processes), and its exponential; a split
+        without a masked token is refused (its loss would be nan)."""
         loss_sum, tokens = torch.zeros((), dtype=torch.float64), 0
         for batch in loader:
             labels = batch.pop("labels")
@@ -191,6 +196,9 @@ class MaskedLMFinetuner(Finetuner):
             sums, counts = self.accelerator.gather_for_metrics((sums, counts))
             loss_sum += sums.double().sum().cpu()
             tokens += int(counts.sum())
+        if not tokens:
+            raise ValueError(f"No token of the evaluation data was masked, so its loss is undefined: "
+                             f"{masking_advice(self.args)}, or give more evaluation text.")
         return loss_metrics(loss_sum.item(), tokens)
 
 
@@ -204,6 +212,7 @@ RECIPE = Recipe(
     processor_option="tokenizer_name",
     finetuner=MaskedLMFinetuner,
     check_options=check_options,
+    labels=NO_LABELS,
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args

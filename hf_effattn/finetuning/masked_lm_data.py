@@ -34,6 +34,7 @@ from .data import (
     LabelInfo,
     PreparedData,
     add_dataset_arguments,
+    check_truncation,
     example_generator,
     limit_samples,
     load_raw_datasets,
@@ -181,13 +182,16 @@ def prepare_masked_lm_data(args: argparse.Namespace, tokenizer) -> PreparedData:
     wrap them to be masked; the result feeds the training loop."""
     from transformers import DataCollatorForLanguageModeling, DataCollatorForTokenClassification
 
+    if args.line_by_line:
+        check_truncation("max_seq_length", args.max_seq_length, tokenizer)
     for option in ("train_file", "validation_file"):
         check_text_file(option, getattr(args, option))
     raw = load_raw_datasets(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file,
                             TEXT_FILE_LOADERS)
     dataset_id = args.train_file or args.dataset_name
     column = text_column(raw["train"], args.text_column_name, split_source(args, "train", dataset_id))
-    raw, eval_splits = select_eval_splits(raw, None, args.validation_split_percentage / 100, args.seed)
+    raw, eval_splits = select_eval_splits(raw, None, args.validation_split_percentage / 100, args.seed,
+                                          split_source(args, "train", dataset_id))
     masker = DataCollatorForLanguageModeling(tokenizer, mlm_probability=args.mlm_probability)
 
     def examples(split: str, count: int | None, kind: type[MaskedExamples] = MaskedExamples) -> MaskedExamples:

@@ -6,6 +6,9 @@
 takes ``--model``. A preset has no tokenizer or image processor, so they are explicit: ``--tokenizer_name``
 (required for a text preset), ``--image_processor_name`` (optional for a vision preset; default a
 ``ViTImageProcessor`` resizing to the preset's image size). The classification head is sized for the task's labels.
+
+The config a model will have is read first, before the data and the model load (:func:`classifier_config`,
+:func:`config_of_checkpoint`), so that what the options and that config rule out is refused at once.
 """
 
 from __future__ import annotations
@@ -15,8 +18,18 @@ import logging
 
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForSequenceClassification
 from ..modeling.modeling_effattn_vit import EffAttnViTForImageClassification
-from ..presets import create_model, list_models, resolve
+from ..presets import create_config, create_model, list_models, resolve
+from .arguments import check_against_model
 from .data import LabelInfo
+
+ENCODERS = {  # family -> the checkpoints its scripts take
+    "text": "a text encoder: a RoBERTa or BERT checkpoint, or one of hf_effattn's text models",
+    "vision": "a vision encoder: a ViT checkpoint, or one of hf_effattn's vision models",
+}
+CLASSIFIERS = {  # family -> its classifier and what it does
+    "text": (EffAttnRobertaForSequenceClassification, "text classification"),
+    "vision": (EffAttnViTForImageClassification, "image classification"),
+}
 
 logger = logging.getLogger(__name__)
 
@@ -38,9 +51,46 @@ def label_config(labels: LabelInfo) -> dict:
     }
 
 
-def create_preset_classifier(family: str, args: argparse.Namespace, labels: LabelInfo):
-    """A randomly initialised classifier of preset ``args.model_name_or_path`` (of ``family``), with the task's labels
-    and ``--attention_config`` merged into the preset's settings."""
+def config_of_checkpoint(args: argparse.Namespace, family: str, model_class, purpose: str):
+    """The config that ``model_class`` loads ``--model_name_or_path`` with (``--attention_type``,
+    ``--attention_config``), read before anything loads; a checkpoint of another family, or of a type this package
+    does not load, is refused, naming ``purpose`` (what the script does), and so is attention transfer from a
+    checkpoint whose attention is not softmax."""
+    from transformers import PreTrainedConfig
+
+    from ..model_classes import loadable_model_types
+    from ..conversion.transfer import check_softmax
+
+    source = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0]
+    model_type = source.get("model_type")
+    found = loadable_model_types().get(model_type)
+    if found != family:
+        kind = f"a {found} checkpoint" if found else "not a checkpoint this package loads"
+        raise ValueError(f"{args.model_name_or_path} is {kind} (model_type {model_type!r}): {purpose} takes "
+                         f"{ENCODERS[family]}.")
+    if getattr(args, "attention_transfer_steps", 0):
+        check_softmax(source.get("attention_type", "sdpa"), args.model_name_or_path)
+    return model_class.config_from_checkpoint(source, args.attention_type, args.attention_config, {})[0]
+
+
+def classifier_config(args: argparse.Namespace, family: str):
+    """The config of the classifier of ``args`` (labels aside), before anything loads: the preset's (its refusals
+    checked, :func:`check_preset`) or the checkpoint's."""
+    if not is_preset(args.model_name_or_path):
+        return config_of_checkpoint(args, family, *CLASSIFIERS[family])
+    check_preset(args, family)
+    return create_config(args.model_name_or_path, attention_config=args.attention_config)
+
+
+def check_classifier_options(family: str):
+    """The options check of a classification script of ``family``: what its model's config refuses
+    (:func:`classifier_config`), and ``--max_length`` against the model's positions."""
+    return lambda args: check_against_model(args, classifier_config(args, family))
+
+
+def check_preset(args: argparse.Namespace, family: str) -> None:
+    """Refuse a preset of another ``family``, another ``--attention_type`` than the preset's, and attention
+    transfer (a preset has no softmax checkpoint to learn from)."""
     architecture, attention_type = resolve(args.model_name_or_path)
     if architecture.family != family:
         raise ValueError(f"--model_name_or_path {args.model_name_or_path!r} is a {architecture.family} preset: use it "
@@ -52,6 +102,11 @@ def create_preset_classifier(family: str, args: argparse.Namespace, labels: Labe
     if getattr(args, "attention_transfer_steps", 0):
         raise ValueError("--attention_transfer_steps needs a pretrained softmax checkpoint to learn from; a preset is "
                          "randomly initialised: drop the option, or start from a checkpoint.")
+
+
+def create_preset_classifier(family: str, args: argparse.Namespace, labels: LabelInfo):
+    """A randomly initialised classifier of preset ``args.model_name_or_path`` (of ``family``, checked by
+    :func:`check_preset`), with the task's labels and ``--attention_config`` merged into the preset's settings."""
     task = "sequence-classification" if family == "text" else "image-classification"
     logger.info("Training %s from scratch (random weights).", args.model_name_or_path)
     return create_model(args.model_name_or_path, task=task, attention_config=args.attention_config,

@@ -11,17 +11,14 @@ refuses), it logs why and leaves the folder in place.
 from __future__ import annotations
 
 import logging
-import os
 from pathlib import Path
 from typing import Callable
 
+from ..hub_or_local import hub_offline
 from .checkpoints import CHECKPOINTS_DIR
 from .lora import is_peft_model, save_adapter_folder
 
 logger = logging.getLogger(__name__)
-
-TRUE_VALUES = {"1", "on", "yes", "true"}
-
 
 def save_model_folder(accelerator, model, processor, folder: str | Path, final_folder: str | Path | None = None
                       ) -> None:
@@ -39,13 +36,6 @@ def save_model_folder(accelerator, model, processor, folder: str | Path, final_f
     if accelerator.is_main_process and processor is not None:
         processor.save_pretrained(folder)
     accelerator.wait_for_everyone()
-
-
-def hub_offline() -> bool:
-    """Whether ``HF_HUB_OFFLINE`` is set, read now (``huggingface_hub`` reads it once, at import)."""
-    from huggingface_hub import constants
-
-    return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in TRUE_VALUES
 
 
 def upload_blocker(token: str | None) -> str | None:

@@ -1,6 +1,13 @@
 """A whole fine-tuning run: optionally transfer the checkpoint's softmax attention into the new one, train with
 the Accelerate loop (the whole model, or a LoRA adapter with ``--lora_r``), then write the Hub-ready folder
-(model, tokenizer or image processor, results, model card) and push it when asked."""
+(model, tokenizer or image processor, results, model card) and push it when asked.
+
+What a run refuses comes first, each check before anything it does not need: inputs named as local folders that
+do not exist, the options against the model's config (:attr:`Recipe.check_options`: no weights or data loaded),
+the device's mixed precision, the output folder against the run's inputs and what it holds
+(:mod:`hf_effattn.output_folders`), the settings of a checkpoint to resume, the tokenizer or image processor, and
+the model, before the data wherever its head does not depend on the data's labels (``run_mlm.py``'s).
+"""
 
 from __future__ import annotations
 
@@ -10,17 +17,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from ..conversion import check_found
 from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
+from ..hub_or_local import check_found
 from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, CardKind, card_license, card_writer
+from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
 from ..window_options import with_window_settings
-from .arguments import build_parser, check_against_model
-from .checkpoints import resolve_checkpoint
-from .lora import add_lora, is_peft_model, lora_settings
+from .arguments import build_parser, run_inputs
+from .checkpoints import check_resumable, read_state, remove_unfinished_saves, resolve_checkpoint
+from .data import LabelInfo
+from .fingerprint import settings_fingerprint
+from .lora import add_lora, check_lora_arguments, is_peft_model, lora_settings
 from .loop import Finetuner, TrainingOutcome, create_accelerator, seeded_generator
-from .output_folder import RESULTS_FILE, prepare_output_folder
+from .models import is_preset
 from .publishing import publish_folder, repository_name, save_model_folder
 
 logger = logging.getLogger(__name__)
@@ -28,10 +38,8 @@ logger = logging.getLogger(__name__)
 # Options of some scripts that a model card reports when they are set.
 TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "mlm_probability", "new_mlm_head",
                  "train_head_only", "gradient_checkpointing")
-
-
-def no_option_checks(args) -> None:
-    """The options check of a script that refuses nothing beyond what every script refuses."""
+HUB_OR_LOCAL_OPTIONS = {"model_name_or_path": "Checkpoint folder", "tokenizer_name": "Tokenizer folder",
+                        "image_processor_name": "Image processor folder", "dataset_name": "Dataset folder"}
 
 
 @dataclass(frozen=True)
@@ -45,12 +53,13 @@ class Recipe:
     load_model: Callable  # (args, LabelInfo) -> model
     card_kind: CardKind
     processor_option: str  # the option naming another tokenizer or image processor (e.g. "tokenizer_name")
+    check_options: Callable  # (args) -> None: refuse, before anything loads, what the model's config can't honour
     finetuner: type[Finetuner] = Finetuner  # the training loop: a subclass evaluates other tasks (e.g. masked LM)
-    check_options: Callable = no_option_checks  # (args) -> None: refuse, before anything loads, what it can't honour
+    labels: LabelInfo | None = None  # the task's labels where the data does not give them: the model loads first
 
     def build_parser(self):
         """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""
-        return build_parser(self.description, self.add_data_arguments)
+        return build_parser(self.description, self.add_data_arguments, self.processor_option)
 
     def parse_args(self, argv: list[str] | None = None):
         args = self.build_parser().parse_args(argv)
@@ -58,25 +67,74 @@ class Recipe:
         return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:
-        """Parse the options, prepare processor and data, load the model, train and publish; returns the outcome."""
+        """Parse and check the options, prepare the output folder, then :meth:`run`; returns the outcome. A run that
+        fails before its output folder is in place leaves the folder as it was."""
         args = self.parse_args(argv)
-        check_found(args.model_name_or_path)
+        check_inputs_found(args)
+        check_lora_arguments(args)
         self.check_options(args)
         accelerator = create_accelerator(args)
-        prepare_output_folder(args, accelerator)
-        checkpoint = (resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
-                      if args.resume_from_checkpoint else None)
+        folder = prepare_output_folder(args, accelerator)
+        project = accelerator.project_configuration  # trackers write where the run writes
+        project.project_dir = project.logging_dir = str(folder.path)
+        try:
+            return self.run(args, accelerator, folder)
+        except BaseException:
+            folder.discard(accelerator.is_main_process)
+            raise
+
+    def run(self, args, accelerator, folder: OutputFolder) -> TrainingOutcome:
+        """Prepare processor, model and data, train into ``folder`` and publish."""
+        checkpoint = resumed_checkpoint(args, accelerator)
         processor = self.load_processor(args.model_name_or_path, getattr(args, self.processor_option))
+        model = None if self.labels is None else self.load_model(args, self.labels)
         with accelerator.main_process_first():
             data = self.prepare_data(args, processor)
-        model = self.load_model(args, data.labels)
-        check_against_model(args, model.config)
+        if model is None:
+            model = self.load_model(args, data.labels)
         fit_tokenizer(processor, model.config)
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
-                                      accelerator.is_main_process, resuming=checkpoint is not None)
+                                      accelerator.is_main_process, resuming=checkpoint is not None,
+                                      folder=folder.path)
         model = add_lora(args, model)
-        return finetune(args, accelerator, model, data, processor, self.card_kind, transfer, checkpoint,
+        return finetune(args, accelerator, model, data, processor, self.card_kind, folder, transfer, checkpoint,
                         self.finetuner)
+
+
+def check_inputs_found(args) -> None:
+    """A model, tokenizer, image processor or dataset that names a local folder that does not exist is refused
+    (:func:`~hf_effattn.hub_or_local.check_found`), not looked up on the Hub; presets are names."""
+    for option, what in HUB_OR_LOCAL_OPTIONS.items():
+        value = getattr(args, option, None)
+        if value and not is_preset(value):
+            check_found(value, what, hub_cache=option != "dataset_name")
+
+
+def prepare_output_folder(args, processes) -> OutputFolder:
+    """Check ``--output_dir`` against the run's inputs and what it holds (:mod:`hf_effattn.output_folders`), after
+    putting right what a killed run left; return where the run writes (beside ``--output_dir`` when it replaces the
+    folder). ``processes``: the run's ``Accelerator`` (or Accelerate's ``PartialState``); the main process writes."""
+    if processes.is_main_process:
+        restore_interrupted(args.output_dir)
+    processes.wait_for_everyone()
+    replaces = check_output_folder(args.output_dir, run_inputs(args), args.overwrite_output_dir,
+                                   resuming=bool(args.resume_from_checkpoint))
+    processes.wait_for_everyone()  # every process has seen the folder as it was
+    if processes.is_main_process and not replaces:
+        remove_unfinished_saves(args.output_dir)
+    return OutputFolder.replacing(args.output_dir, replaces)
+
+
+def resumed_checkpoint(args, accelerator) -> Path | None:
+    """The checkpoint that ``--resume_from_checkpoint`` names (``None``: a new run), refused at once when the
+    options show that this run would not continue it (the data's part of the check comes when training starts)."""
+    if not args.resume_from_checkpoint:
+        return None
+    checkpoint = resolve_checkpoint(args.resume_from_checkpoint, args.output_dir)
+    if checkpoint is not None:
+        check_resumable(read_state(checkpoint), settings_fingerprint(args, accelerator), args.max_train_steps,
+                        checkpoint, partial=True)
+    return checkpoint
 
 
 def fit_tokenizer(processor, config) -> None:
@@ -90,13 +148,13 @@ def fit_tokenizer(processor, config) -> None:
 
 
 def attention_transfer(args, model, data, batch_size: int, device, main_process: bool,
-                       resuming: bool) -> dict | None:
+                       resuming: bool, folder: Path | None = None) -> dict | None:
     """``--attention_transfer_steps`` of attention transfer on the training inputs (no labels); its report.
 
     Every process runs it, on ``device``, on the same batches (of ``batch_size``, in the order ``--seed``
-    gives), so all start fine-tuning from the same weights. The report is saved in ``--output_dir`` at once; a
-    ``resuming`` run takes the transferred weights from its checkpoint and the report from there, without
-    transferring again.
+    gives), so all start fine-tuning from the same weights. The report is saved at once in ``folder``, where the
+    run writes (default ``--output_dir``); a ``resuming`` run takes the transferred weights from its checkpoint and
+    the report from ``--output_dir``, without transferring again.
     """
     if not args.attention_transfer_steps:
         return None
@@ -111,11 +169,13 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
     report = transfer_attention(
         model, teacher, batches, steps=args.attention_transfer_steps,
         learning_rate=args.attention_transfer_learning_rate, train=args.attention_transfer_train,
-        window_dropout=args.attention_transfer_window_dropout, data_description=f"the training inputs of {data.dataset_id}", progress=main_process,
+        window_dropout=args.attention_transfer_window_dropout,
+        data_description=f"the training inputs of {data.dataset_id}", progress=main_process,
     )
     if main_process:
-        Path(args.output_dir).mkdir(parents=True, exist_ok=True)
-        report.save(args.output_dir)
+        folder = Path(folder or args.output_dir)
+        folder.mkdir(parents=True, exist_ok=True)
+        report.save(folder)
         logger.info("\n" + report.format())
     return report.to_dict()
 
@@ -131,15 +191,16 @@ def resumed_report(output_dir, attention_type: str) -> dict:
     return report.to_dict()
 
 
-def finetune(args, accelerator, model, data, processor, kind: CardKind, transfer: dict | None = None,
-             checkpoint: Path | None = None, finetuner_class: type[Finetuner] = Finetuner) -> TrainingOutcome:
-    """Train ``model`` on ``data`` with ``finetuner_class`` (from ``checkpoint``, if given); when the run reaches its
-    last step, publish the final folder. The trackers end last: ``accelerator.end_training()`` also ends the process
-    group."""
-    finetuner = finetuner_class(args, accelerator, model, data, processor)
+def finetune(args, accelerator, model, data, processor, kind: CardKind, folder: OutputFolder,
+             transfer: dict | None = None, checkpoint: Path | None = None,
+             finetuner_class: type[Finetuner] = Finetuner) -> TrainingOutcome:
+    """Train ``model`` on ``data`` with ``finetuner_class`` (from ``checkpoint``, if given) into ``folder``; when the
+    run reaches its last step, publish the final folder. The trackers end last: ``accelerator.end_training()`` also
+    ends the process group."""
+    finetuner = finetuner_class(args, accelerator, model, data, processor, folder)
     outcome = finetuner.train(checkpoint)
     if outcome.finished:
-        publish(args, accelerator, finetuner.model, processor, data, outcome, kind, transfer)
+        publish(args, accelerator, finetuner.model, processor, data, outcome, kind, folder, transfer)
     else:
         logger.info(f"Paused at step {outcome.state.completed_steps} of {outcome.max_steps} (--stop_after_steps): "
                     "continue with the same options and --resume_from_checkpoint latest.")
@@ -197,14 +258,18 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
 
 
 def publish(args, accelerator, model, processor, data, outcome: TrainingOutcome, kind: CardKind,
-            transfer: dict | None = None) -> None:
-    """Save the Hub-ready folder into ``--output_dir``, with its model card; upload it with ``--push_to_hub``."""
-    save_model_folder(accelerator, model, processor, args.output_dir)
+            folder: OutputFolder, transfer: dict | None = None) -> None:
+    """Save the Hub-ready folder into ``folder`` (put in place of ``--output_dir`` if it is not yet), with its model
+    card, written last (a folder with the final model but no card is a final save that was interrupted); upload it
+    with ``--push_to_hub``."""
+    save_model_folder(accelerator, model, processor, folder.path, final_folder=folder.final)
     if accelerator.is_main_process:
-        content = card_content(args, accelerator, model, data, outcome, kind, transfer)
         results = {"eval": outcome.final_metrics, "best_metric": outcome.state.best_metric,
                    "best_step": outcome.state.best_step, "history": outcome.state.history}
-        (Path(args.output_dir) / RESULTS_FILE).write_text(json.dumps(results, indent=2))
+        (folder.path / RESULTS_FILE).write_text(json.dumps(results, indent=2))
+    folder.commit(accelerator.is_main_process)
+    if accelerator.is_main_process:
+        content = card_content(args, accelerator, model, data, outcome, kind, transfer)
         publish_folder(args.output_dir, content.repo_id, card_writer(args.output_dir, content), push=args.push_to_hub,
                        token=args.hub_token, private=args.hub_private_repo)
     accelerator.wait_for_everyone()

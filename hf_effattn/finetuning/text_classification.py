@@ -2,7 +2,7 @@
 ``finetune/run_text_classification.py`` runs."""
 
 from ..model_cards import TEXT_CLASSIFICATION
-from .models import load_text_classifier, load_tokenizer
+from .models import check_classifier_options, load_text_classifier, load_tokenizer
 from .run import Recipe
 from .text_data import add_text_data_arguments, prepare_text_data
 
@@ -14,6 +14,7 @@ RECIPE = Recipe(
     load_model=load_text_classifier,
     processor_option="tokenizer_name",
     card_kind=TEXT_CLASSIFICATION,
+    check_options=check_classifier_options("text"),
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args

@@ -11,7 +11,14 @@ from __future__ import annotations
 import argparse
 
 from ..argument_types import positive_int
-from .data import PreparedData, add_dataset_arguments, limit_samples, load_raw_datasets, prepare_splits
+from .data import (
+    PreparedData,
+    add_dataset_arguments,
+    check_truncation,
+    limit_samples,
+    load_raw_datasets,
+    prepare_splits,
+)
 from .metrics import metric_spec
 
 GLUE_DATASET = "nyu-mll/glue"
@@ -86,6 +93,7 @@ def prepare_text_data(args: argparse.Namespace, tokenizer) -> PreparedData:
     raw = load_text_datasets(args)
     dataset_id = args.train_file or args.dataset_name or GLUE_DATASET
     first, second = text_columns(raw["train"].column_names, args.task_name, args.text_column_names)
+    check_truncation("max_length", args.max_length, tokenizer, pair=second is not None)
     preferred = GLUE_EVAL_SPLITS.get(args.task_name) if reads_glue(args) else None
     raw, eval_splits, labels = prepare_splits(raw, args, [name for name in (first, second) if name], dataset_id,
                                               preferred)

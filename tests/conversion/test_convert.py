@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torch thread)
-from helpers.finetuning import tiny_images, tiny_text_checkpoint, tiny_vit_checkpoint
+from helpers.finetuning import contents, tiny_images, tiny_text_checkpoint, tiny_vit_checkpoint
 
 from hf_effattn import EffAttnRobertaModel
 from hf_effattn.commands import main as cli
@@ -26,12 +26,6 @@ from hf_effattn.modeling.pretrained import EffAttnPreTrainedModel
 
 conversion = importlib.import_module("hf_effattn.conversion.convert")  # the package's `convert` is the function
 REPO = Path(__file__).resolve().parents[2]
-
-
-def contents(folder) -> dict[str, str]:
-    """Every file under ``folder`` (hidden ones too) -> the SHA-256 of its bytes."""
-    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
-            for path in sorted(Path(folder).rglob("*")) if path.is_file()}
 
 
 def copied_source(tmp_path) -> Path:
@@ -270,3 +264,14 @@ def test_a_resumed_fine_tuning_run_checks_its_transfer_report_before_training(tm
     (tmp_path / REPORT_FILE).write_text('{"steps": 4}')
     with pytest.raises(ValueError, match="is not an attention-transfer report"):
         attention_transfer(args, model, None, 4, "cpu", True, resuming=True)
+
+
+def test_the_old_output_folder_modules_still_import_with_a_deprecation_warning():
+    modules = {}
+    for name in ("hf_effattn.conversion.output_folder", "hf_effattn.finetuning.output_folder"):
+        with pytest.warns(DeprecationWarning, match=f"{name} is deprecated .*: use hf_effattn.output_folders"):
+            modules[name] = importlib.reload(importlib.import_module(name))
+    with pytest.raises(ValueError, match="is the checkpoint's own folder"):
+        modules["hf_effattn.conversion.output_folder"].prepare_output_folder(
+            tiny_text_checkpoint(), tiny_text_checkpoint(), overwrite_output_dir=True)
+    assert modules["hf_effattn.finetuning.output_folder"].holds_finished_run(tiny_text_checkpoint())

@@ -20,6 +20,7 @@ from helpers.finetuning import (
     MAX_LENGTH,
     REPO,
     cifar_mirror,
+    contents,
     glue_mirror,
     load_script,
     saved_weights,
@@ -87,6 +88,7 @@ def test_text_run_resumed_from_its_latest_checkpoint_matches(stop_after, uninter
     assert resumed.finished
     assert_same_weights(reference_folder, tmp_path)
     assert [entry["eval"] for entry in resumed.state.history] == [entry["eval"] for entry in reference.state.history]
+    assert resumed.state.history == reference.state.history  # train_loss too: the whole epoch's, not since the resume
     assert resumed.state.best_step == reference.state.best_step
 
 
@@ -139,15 +141,11 @@ def test_the_step_budget_may_be_given_in_epochs_or_in_steps(uninterrupted_text_r
     assert_same_weights(reference_folder, tmp_path)
 
 
-def folder_contents(folder) -> dict:
-    return {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-
-
 def test_a_finished_run_is_neither_replaced_nor_continued_without_overwrite_output_dir(uninterrupted_text_run,
                                                                                          tmp_path):
     reference_folder, _ = uninterrupted_text_run
     shutil.copytree(reference_folder, tmp_path, dirs_exist_ok=True)  # checkpoints step_2 ... step_8, best, final
-    before = folder_contents(tmp_path)
+    before = contents(tmp_path)
     with pytest.raises(ValueError, match="holds a finished run .*: pass --overwrite_output_dir to replace it"):
         text_run(tmp_path, learning_rate=2e-3)
     with pytest.raises(ValueError, match="holds a finished run"):
@@ -157,10 +155,10 @@ def test_a_finished_run_is_neither_replaced_nor_continued_without_overwrite_outp
                                          r"checkpoint, 0.002 now; step budget: 9 in the checkpoint, 6 now\."):
         text_run(tmp_path, learning_rate=2e-3, max_train_steps=6, resume_from_checkpoint="latest",
                  overwrite_output_dir=True)
-    assert folder_contents(tmp_path) == before
+    assert contents(tmp_path) == before
 
 
-def test_overwrite_output_dir_replaces_the_previous_run_and_only_it(uninterrupted_text_run, tmp_path):
+def test_overwrite_output_dir_replaces_the_previous_run_whole(uninterrupted_text_run, tmp_path):
     reference_folder, _ = uninterrupted_text_run
     shutil.copytree(reference_folder, tmp_path / "replaced")
     (tmp_path / "replaced" / "hf_effattn_finetune").mkdir()  # a tracker's logs
@@ -171,7 +169,8 @@ def test_overwrite_output_dir_replaces_the_previous_run_and_only_it(uninterrupte
     assert_same_weights(tmp_path / "fresh", tmp_path / "replaced")
     assert sorted(path.name for path in (tmp_path / "replaced" / "checkpoints").iterdir()) == ["best", "step_2"]
     assert not (tmp_path / "replaced" / "hf_effattn_finetune").exists()
-    assert (tmp_path / "replaced" / "notes.txt").read_text() == "no run writes this"
+    assert not (tmp_path / "replaced" / "notes.txt").exists()  # replaced whole, as convert replaces a folder
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["fresh", "replaced"]  # no temporary folder left
     assert_same_weights(tmp_path / "fresh" / "checkpoints" / "best", tmp_path / "replaced" / "checkpoints" / "best")
     results = json.loads((tmp_path / "replaced" / "all_results.json").read_text())
     assert [entry["step"] for entry in results["history"]] == [2]

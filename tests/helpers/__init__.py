@@ -6,7 +6,8 @@
 * :mod:`.models`: tiny configs and inputs, source checkpoints saved with Transformers' classes, remote-code loading
   in a fresh process;
 * :mod:`.conversion`: ``hf-effattn convert`` in-process; :mod:`.finetuning`: tiny checkpoints, datasets and the
-  scripts' options; :mod:`.threads`: torch's thread count restored after a test;
+  scripts' options; :mod:`.red_team`: the red-team tests' tiny runs and byte-for-byte refusals; :mod:`.threads`:
+  torch's thread count restored after a test;
 * scripts run in a child process: ``kill_during_convert.py`` and ``kill_during_save.py`` (with :mod:`.forked`: a
   conversion or a run killed at a chosen stage), ``fsdp_tied_weights_script.py`` (under ``accelerate launch``).
 """

@@ -236,6 +236,15 @@ def load_script(name: str):
     return module
 
 
+def contents(folder) -> dict[str, str]:
+    """Every file under ``folder`` (hidden ones too) -> the SHA-256 of its bytes: two equal results mean byte-for-byte
+    equal folders."""
+    import hashlib
+
+    return {str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in sorted(Path(folder).rglob("*")) if path.is_file()}
+
+
 def saved_weights(folder) -> dict:
     """The tensors of ``folder/model.safetensors``."""
     from safetensors.torch import load_file

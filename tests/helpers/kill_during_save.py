@@ -1,4 +1,5 @@
-"""Fine-tuning runs killed (SIGKILL) at a chosen stage of a checkpoint save, for tests/finetuning/test_resume.py.
+"""Fine-tuning runs killed (SIGKILL) at a chosen stage of a checkpoint save, for tests/finetuning/test_resume.py
+and tests/finetuning/test_red_team.py.
 
     python kill_during_save.py JOBS_JSON ENDS_JSON
 
@@ -9,11 +10,13 @@ before any computation); the child kills itself at ``stage`` of the save of ``ch
 * ``optimizer_half``: within ``accelerator.save_state``, half of ``optimizer.bin`` written;
 * ``state_half``: half of ``training_state.json`` written;
 * ``before_rename``: the checkpoint complete, not yet renamed into place;
-* ``between_renames``: the folder it replaces moved aside, the new one not yet in place.
+* ``between_renames``: the folder it replaces moved aside, the new one not yet in place;
+* ``final_weights_half``: half of the final ``model.safetensors`` written into the output folder (``checkpoint``
+  then names that folder).
 
 The stages are reached through the functions every save goes through (``torch.save``, ``Path.write_text``,
-``os.replace``), patched in the child only. ``ENDS_JSON`` gets, per stage, how the child ended: minus the
-signal that killed it, or its exit status.
+``os.replace``, Transformers' ``safe_save_file``), patched in the child only. ``ENDS_JSON`` gets, per stage, how
+the child ended: minus the signal that killed it, or its exit status.
 """
 
 import io
@@ -29,7 +32,9 @@ import datasets  # noqa: F401
 import peft  # noqa: F401 (by Transformers' from_pretrained)
 import scipy.stats  # noqa: F401 (by the metrics)
 import sklearn.metrics  # noqa: F401
+import safetensors.torch
 import torch
+import transformers.modeling_utils
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the helpers package
 from helpers.forked import run_forked  # noqa: E402
@@ -70,7 +75,16 @@ def kill_at(stage: str, checkpoint: str) -> None:
         if stage == "between_renames" and saving(Path(destination) / "file"):
             die()
 
+    def half_save_file(tensors, filename, *args, **kwargs):
+        if not (stage == "final_weights_half" and saving(filename)):
+            return save_file(tensors, filename, *args, **kwargs)
+        data = safetensors.torch.save(tensors, *args, **kwargs)
+        Path(filename).write_bytes(data[:len(data) // 2])
+        die()
+
+    save_file = transformers.modeling_utils.safe_save_file
     torch.save, Path.write_text, os.replace = half_torch_save, half_write_text, killing_replace
+    transformers.modeling_utils.safe_save_file = half_save_file
 
 
 def run_killed(stage: str, checkpoint: str, argv: list[str]) -> int:

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import hf_effattn
+from helpers.finetuning import tiny_text_checkpoint, tiny_vit_checkpoint
 from helpers.models import pixel_values, text_config, vision_config
 
 
@@ -62,3 +63,12 @@ def test_unknown_mechanism_and_settings():
         text_config("dba", attention_config={"compressed_dim": 3})
     with pytest.raises(ValueError, match="num_links"):
         text_config("psf", attention_config={"num_links": 12})  # links of 2^10 tokens past the 18 a sequence can have
+
+
+def test_a_size_argument_of_the_other_family_is_one_value_error():
+    with pytest.raises(ValueError, match=r"^image_size=64 does not apply to EffAttnRobertaModel, whose input size is "
+                                         r"set by max_length: pass max_length=\.\.\. to extend it"):
+        hf_effattn.EffAttnRobertaModel.from_pretrained(tiny_text_checkpoint(), image_size=64)
+    with pytest.raises(ValueError, match=r"^max_length=64 does not apply to EffAttnViTModel, whose input size is set "
+                                         "by image_size"):
+        hf_effattn.EffAttnViTModel.from_pretrained(tiny_vit_checkpoint(), max_length=64)

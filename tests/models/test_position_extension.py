@@ -17,7 +17,8 @@ import hf_effattn
 from hf_effattn.commands import main as cli
 from hf_effattn.conversion import convert
 from hf_effattn.modeling.attentions import get_attention_class, list_attentions
-from hf_effattn.modeling.position_extension import tile_blocks
+from hf_effattn.modeling.position_extension import learned_length, tile_blocks
+from helpers.finetuning import MAX_LENGTH, tiny_text_checkpoint
 from helpers.models import (
     PAD, assert_loads_as_remote_code, pixel_values, save_source, text_config, text_inputs, vision_config,
 )
@@ -238,3 +239,28 @@ def test_real_minilm_converted_with_more_positions_matches_transformers(tmp_path
     # sentence-transformers reads as far as the model: its max_seq_length (256 in the source) follows the extension
     assert json.loads((folder / "sentence_bert_config.json").read_text())["max_seq_length"] == 256
     assert json.loads((tmp_path / "sentence_bert_config.json").read_text())["max_seq_length"] == 1024
+
+
+def test_extending_twice_gives_the_weights_of_extending_once(tmp_path):
+    source = tiny_text_checkpoint()  # built (on first use, from the global generator) before the seeds below
+    torch.manual_seed(0)
+    once = hf_effattn.EffAttnRobertaModel.from_pretrained(source, attention_type="linformer", max_length=80)
+    torch.manual_seed(0)
+    convert(source, "linformer", tmp_path / "50", task="base", max_length=50)
+    twice = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "50", max_length=80)
+    assert once.state_dict().keys() == twice.state_dict().keys()
+    for name, weight in once.state_dict().items():
+        assert torch.equal(weight, twice.state_dict()[name]), name
+    rows = twice.embeddings.position_embeddings.weight
+    first = 2  # RoBERTa's rows 0 and 1 are reserved
+    assert torch.equal(rows[first + 50], rows[first + 50 - MAX_LENGTH])  # token 50 takes row 18, as extended once
+
+
+def test_the_learned_length_is_the_block_a_table_repeats_exactly():
+    table = torch.randn(5, 3)
+    assert learned_length(table) == 5
+    assert learned_length(tile_blocks(table, 12)) == 5
+    trained = tile_blocks(table, 12)
+    trained[5:] += 1e-3 * torch.randn(7, 3)  # trained after its extension: every row is its own
+    assert learned_length(trained) == 12
+    assert torch.equal(tile_blocks(tile_blocks(table, 8), 13), tile_blocks(table, 13))

@@ -25,13 +25,11 @@ LAYERS = {
                     "hf_effattn.argument_types", "hf_effattn.window_options", "hf_effattn.command_line",
                     "hf_effattn.hybrid_parts", "hf_effattn.model_classes",
                     "hf_effattn.presets", "hf_effattn.metrics", "hf_effattn.metrics.*", "hf_effattn.model_cards",
-                    "hf_effattn.model_cards.*"],
-    "checkpoint folders": ["hf_effattn.finetuning", "hf_effattn.finetuning.checkpoints",
-                           "hf_effattn.finetuning.fingerprint"],
+                    "hf_effattn.model_cards.*", "hf_effattn.output_folders", "hf_effattn.hub_or_local"],
     "conversion, benchmark, synthetic tasks": ["hf_effattn.conversion", "hf_effattn.conversion.*",
                                                "hf_effattn.benchmark", "hf_effattn.benchmark.*",
                                                "hf_effattn.synthetic_tasks", "hf_effattn.synthetic_tasks.*"],
-    "fine-tuning": ["hf_effattn.finetuning.*"],
+    "fine-tuning": ["hf_effattn.finetuning", "hf_effattn.finetuning.*"],
     "surface": ["hf_effattn", "hf_effattn.commands", "hf_effattn.commands.*", "hf_effattn.cli", "hf_effattn.listing",
                 "hf_effattn.demo"],
 }
@@ -162,5 +160,5 @@ def test_the_checker_sees_imports_inside_functions_and_relative_imports():
     assert {"hf_effattn.model_classes", "hf_effattn.presets", "hf_effattn.user_errors",
             "hf_effattn.version"} <= IMPORTS["hf_effattn.model_cards.card"]
     assert "hf_effattn.conversion.transfer.data" in IMPORTS["hf_effattn.conversion.convert"]  # inside a function
-    assert "hf_effattn.model_classes" in IMPORTS["hf_effattn.finetuning.masked_lm"]  # inside a function
+    assert "hf_effattn.model_classes" in IMPORTS["hf_effattn.finetuning.models"]  # inside a function
     assert "hf_effattn.commands.list" in IMPORTS["hf_effattn.listing"]  # ``from .commands.list import ...``

@@ -69,6 +69,10 @@ class RankOrder:
     def to_positions(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.padding_mask is None else gather_tokens(x, self.ranks)
 
+    def ranks_at_positions(self, length: int, device) -> torch.Tensor:
+        """``[B, N]`` (``[1, N]`` without padding): each position's rank among its sequence's real tokens."""
+        return torch.arange(length, device=device)[None] if self.padding_mask is None else self.ranks
+
 
 class WindowBlocks:
     """Rank-ordered tokens cut into ``n`` blocks of ``b`` queries, and the keys each block scores: its own block,
@@ -132,7 +136,7 @@ def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     sets the two parts' relative scale: so its gradient is kept."""
     scores = at_least_float32(scores)
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    return torch.exp(scores - scores.amax(-1, keepdim=True)) * allowed  # the max is part of the function: see below
+    return torch.exp(scores - scores.amax(-1, keepdim=True)) * allowed
 
 
 class LocalWindow(nn.Module):
@@ -162,8 +166,7 @@ class LocalWindow(nn.Module):
 
     def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
         """``[B, N]`` (``[1, N]`` without padding) bool: the global tokens (rank below g), at their positions."""
-        ranks = torch.arange(length, device=device)[None] if order.padding_mask is None else order.ranks
-        return ranks < self.global_tokens
+        return order.ranks_at_positions(length, device) < self.global_tokens
 
     def global_context(self, query, key, value, blocks: WindowBlocks, dropout: nn.Module) -> torch.Tensor:
         """The global tokens' rows, exact softmax over every real key: ``[B, h, g, d]`` from rank-ordered
@@ -199,7 +202,7 @@ class LocalWindow(nn.Module):
     def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
         """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part (for
         ``output_attentions`` only: it is N x N)."""
-        ranks = torch.arange(length, device=device)[None] if order.padding_mask is None else order.ranks
+        ranks = order.ranks_at_positions(length, device)
         near = (ranks[:, :, None] - ranks[:, None, :]).abs() <= self.radius
         exact = near | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
         if order.padding_mask is not None:

@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The long-document benchmark's tables and plots, from the results that ``pretrain.py``, ``represent.py`` and
-``cost.py`` saved: ``results/masked_lm.md``, ``results/representations.md``, ``results/cost.md`` and
-``results/summary.md`` (each row against the issue's targets), with ``results/masked_lm.png`` and
-``results/tradeoff.png``. A result not yet measured reads "not run".
+``cost.py`` saved: ``results/masked_lm.md``, ``results/representations.md``, ``results/cost.md``,
+``results/summary.md`` (each hybrid against its targets) and ``results/classification.md`` (fine-tuning, on a GPU),
+with ``results/masked_lm.png`` and ``results/tradeoff.png``. A result not yet measured reads "not run".
 
     python benchmarks/long_documents/tables.py
 """
@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from common import LONG, RESULTS, ROWS, figure_and_axes, markdown_table, read_result, save_figure
+from common import LONG, RESULTS, ROWS, WINDOW, figure_and_axes, markdown_table, mean_and_error, read_result, \
+    save_figure
 
 STAGE_TITLES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after masked-LM pretraining"}
 CHUNKED, TRUNCATED = "sdpa-512-chunks", "sdpa-512"
@@ -160,6 +161,66 @@ def plot_tradeoff(path: Path) -> None:
     save_figure(figure, axes, path)
 
 
+def cost_ratio(name: str, length: int) -> float | None:
+    result = read_result("cost", str(length))
+    if not result or name not in result["steps"] or "sdpa" not in result["steps"]:
+        return None
+    return result["steps"][name]["step_seconds"] / result["steps"]["sdpa"]["step_seconds"]
+
+
+def target(value: float | None, bound: float | None, holds) -> str:
+    """``met``/``missed`` for ``holds(value, bound)``, with the value; "not run" where either is missing."""
+    if value is None or bound is None:
+        return "not run"
+    return f"{'met' if holds(value, bound) else '**missed**'} ({value:.3g} vs {bound:.3g})"
+
+
+def probe_accuracy(reader: str) -> float | None:
+    result = representation(reader)
+    return 100 * result["probe"]["accuracy"] if result and "probe" in result else None
+
+
+def summary_table() -> str:
+    """Each hybrid against the targets: masked-LM loss within 0.05 nats of `sdpa` after the same pretraining and
+    below the chunks' and the window's; probe within 2 points of `sdpa` at 2,048 and not below the chunks or the
+    window; a third of `sdpa`'s step time at 2,048 and a tenth at 8,192."""
+    softmax, chunks, window = mlm("sdpa", "mlm"), mlm("sdpa-512", "mlm_512"), mlm(f"local-w{WINDOW}", "mlm")
+    probes = {name: probe_accuracy(name) for name in ("sdpa@mlm", f"{CHUNKED}@mlm", f"local-w{WINDOW}@mlm")}
+    header = ["hybrid", "MLM loss <= sdpa + 0.05", "MLM loss < chunks'", "MLM loss < window's",
+              "probe >= sdpa - 2", "probe >= chunks'", "probe >= window's", "step <= 1/3 sdpa @ 2,048",
+              "step <= 1/10 sdpa @ 8,192"]
+    body = []
+    for name, row in ROWS.items():
+        if not row.hybrid:
+            continue
+        loss, probe = mlm(name, "mlm"), probe_accuracy(f"{name}@mlm")
+        body.append([f"`{name}`", target(loss, softmax and softmax + 0.05, lambda v, b: v <= b),
+                     target(loss, chunks, lambda v, b: v < b), target(loss, window, lambda v, b: v < b),
+                     target(probe, probes["sdpa@mlm"] and probes["sdpa@mlm"] - 2, lambda v, b: v >= b),
+                     target(probe, probes[f"{CHUNKED}@mlm"], lambda v, b: v >= b),
+                     target(probe, probes[f"local-w{WINDOW}@mlm"], lambda v, b: v >= b),
+                     target(cost_ratio(name, LONG), 1 / 3, lambda v, b: v <= b),
+                     target(cost_ratio(name, 8192), 1 / 10, lambda v, b: v <= b)])
+    return ("Each hybrid, after the same transfer and masked-LM pretraining as every row, against the targets "
+            "(value vs bound; probe in %; step time as a share of `sdpa`'s at the same length).\n\n"
+            + markdown_table(header, body))
+
+
+def finetuned_table() -> str:
+    """Fine-tuning accuracy per model (``run_classification.py``, a GPU measurement), mean ± s.e. over seeds."""
+    from common import RESULTS as folder
+
+    runs = {}
+    for path in sorted((folder / "classification").glob("*.json")) if (folder / "classification").is_dir() else []:
+        result = read_result("classification", path.stem)
+        runs.setdefault(f"{result['model']} at {result['length']:,}", []).append(100 * result["test"]["accuracy"])
+    if not runs:
+        return "Fine-tuning (`run_classification.py`, a GPU measurement): not run."
+    rows = [[f"`{name}`", f"{mean_and_error(values)[0]:.1f} ± {mean_and_error(values)[1]:.1f} ({len(values)})"]
+            for name, values in runs.items()]
+    return markdown_table(["model", "test accuracy, % (mean ± s.e., seeds)"], rows)
+
+
 def publish(name: str, text: str, plot=None) -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.md").write_text(text + "\n")
@@ -172,8 +233,9 @@ def main() -> None:
     publish("masked_lm", masked_lm_table(), plot_masked_lm)
     publish("representations", representations_table())
     publish("cost", cost_table())
-    figure_path = RESULTS / "tradeoff.png"
-    plot_tradeoff(figure_path)
+    publish("summary", summary_table())
+    publish("classification", finetuned_table())
+    plot_tradeoff(RESULTS / "tradeoff.png")
 
 
 if __name__ == "__main__":

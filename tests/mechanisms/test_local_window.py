@@ -32,25 +32,8 @@ def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[t
         torch.testing.assert_close(actual[b][mask[b]], target, atol=ATOL, rtol=1e-10)  # PSF: products of 7 factors
 
 
-@pytest.mark.parametrize("window", WINDOWS)
-def test_window_alone_equals_the_masked_softmax_reference(window):
-    attn = windowed("local", WINDOWS[window])
-    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
-    out = attn(x, mask, output_attentions=True)
-    refs = reference(attn, x, mask)
-    assert_real_close(out.context, mask, [r.context for r in refs])
-    for b, ref in enumerate(refs):
-        real = mask[b].nonzero().squeeze(-1)
-        torch.testing.assert_close(out.attentions[b][:, real][:, :, real], ref.attention, atol=ATOL, rtol=0)
-
-
-@pytest.mark.parametrize("window", ["w7-odd", "w6-g1", "w64-g3"])
-@pytest.mark.parametrize("name", [name for name in WINDOWED if name != "performer"])
-def test_mechanism_beside_the_window_equals_its_reference(name, window):
-    """Kernelized mechanisms under one normaliser with the window, the others mixed per head (the references'
-    docstring). Performer's features are stabilised per query row in the fast path, so only its own matrix can
-    stand for it (next test)."""
-    attn = windowed(name, WINDOWS[window])
+def assert_matches_reference(attn) -> None:
+    """On a padded batch, ``attn``'s context and ``output_attentions`` matrix at the real tokens are its reference's."""
     x, mask = random_batch(LENGTHS, SIDES, LENGTH)
     out = attn(x, mask, output_attentions=True)
     refs = reference(attn, x, mask)
@@ -59,6 +42,20 @@ def test_mechanism_beside_the_window_equals_its_reference(name, window):
         real = mask[b].nonzero().squeeze(-1)
         torch.testing.assert_close(out.attentions[b][:, real][:, :, real], ref.attention.expand(
             attn.num_heads, -1, -1), atol=ATOL, rtol=0)
+
+
+@pytest.mark.parametrize("window", WINDOWS)
+def test_window_alone_equals_the_masked_softmax_reference(window):
+    assert_matches_reference(windowed("local", WINDOWS[window]))
+
+
+@pytest.mark.parametrize("window", ["w7-odd", "w6-g1", "w64-g3"])
+@pytest.mark.parametrize("name", [name for name in WINDOWED if name != "performer"])
+def test_mechanism_beside_the_window_equals_its_reference(name, window):
+    """Kernelized mechanisms under one normaliser with the window, the others mixed per head (the references'
+    docstring). Performer's features are stabilised per query row in the fast path, so only its own matrix can
+    stand for it (next test)."""
+    assert_matches_reference(windowed(name, WINDOWS[window]))
 
 
 @pytest.mark.parametrize("name", HYBRIDS)

@@ -40,7 +40,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import AttentionSettings, register_attention, require, setting
+from .attention_base import AttentionSettings, require, setting
+from .attention_registry import register_attention
 from .kernel_attention import KernelAttention
 from .masking import token_ranks, zero_pads
 from .position_extension import replace_parameter, tile_blocks

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, register_attention, setting
+from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, setting
+from .attention_registry import register_attention
 
 
 @dataclass(frozen=True)

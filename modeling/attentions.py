@@ -3,17 +3,9 @@
 Import mechanisms from here (not from ``attention_base``) to be sure the registry is complete.
 """
 
-from .attention_base import (
-    AttentionOutput,
-    AttentionSettings,
-    EfficientAttention,
-    build_attention,
-    build_settings,
-    describe_attention,
-    get_attention_class,
-    list_attentions,
-    register_attention,
-    setting,
+from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, setting
+from .attention_registry import (
+    build_attention, build_settings, describe_attention, get_attention_class, list_attentions, register_attention,
 )
 # Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the window alone.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip

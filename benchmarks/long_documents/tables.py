@@ -14,6 +14,7 @@ from pathlib import Path
 
 from common import LONG, RESULTS, ROWS, WINDOW, figure_and_axes, markdown_table, mean_and_error, read_result, \
     save_figure
+from pretrain import applies
 
 STAGE_TITLES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after masked-LM pretraining"}
 CHUNKED, TRUNCATED = "sdpa-512-chunks", "sdpa-512"
@@ -36,7 +37,8 @@ def masked_lm_table() -> str:
              f"**{number(head)}**; after the same masked-LM pretraining at 512 (blocks of 512, as many steps and "
              f"tokens as every row): **{number(control)}**.")
     header = ["row at 2,048", *STAGE_TITLES.values(), "after pretraining, mechanism switched off"]
-    body = [[f"`{name}` ({row.what})", *(number(mlm(name, stage)) for stage in STAGE_TITLES),
+    body = [[f"`{name}`: {row.what}",
+             *(number(mlm(name, stage)) if applies(row, stage) else "-" for stage in STAGE_TITLES),
              number(mlm(name, "mlm", "loss_window_alone")) if row.hybrid else "-"] for name, row in ROWS.items()]
     return intro + "\n\n" + markdown_table(header, body)
 
@@ -47,7 +49,7 @@ def representation(reader: str, length: int = LONG) -> dict | None:
 
 def readers() -> dict[str, str]:
     """Every reader of the representations table, and its label."""
-    rows = {f"{name}@mlm": f"`{name}` after pretraining ({row.what})" for name, row in ROWS.items()}
+    rows = {f"{name}@mlm": f"`{name}` after pretraining: {row.what}" for name, row in ROWS.items()}
     hybrids = {f"{name}@mlm-window-alone": f"`{name}` after pretraining, mechanism switched off"
                for name, row in ROWS.items() if row.hybrid}
     return {**BASELINE_READERS, "sdpa@extend": "`sdpa` at 2,048 before pretraining (copied positions)", **rows,

@@ -158,7 +158,7 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
     anything loads: settings ``attention_type`` does not have, ``num_labels`` for a head without labels, a transfer
     without data or with unknown arguments."""
-    from ..modeling.attention_base import build_settings
+    from ..modeling.attention_registry import build_settings
 
     settings = build_settings(attention_type, attention_config)
     if "num_labels" in config_overrides and task not in LABELLED_TASKS:

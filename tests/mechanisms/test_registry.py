@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import hf_effattn
-from hf_effattn.modeling import attention_base
+from hf_effattn.modeling import attention_registry
 from helpers.mechanisms import MECHANISMS
 
 CAPABILITIES = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
@@ -33,7 +33,7 @@ def tiny_mechanism():
             return hf_effattn.AttentionOutput(self.settings.scale * self.value(hidden_states))
 
     yield TinyAttention
-    del attention_base._REGISTRY["tiny_test"]
+    del attention_registry._REGISTRY["tiny_test"]
 
 
 def test_list_attentions_in_registration_order():

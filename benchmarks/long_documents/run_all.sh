@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The whole CPU run of the long-document benchmark, in two lanes of one thread each (a 2-core machine), in the order
+# that gives the most important rows first. Every step skips a result that exists, so running a lane again continues
+# where it stopped (a session's processes end with it):
+#
+#     bash benchmarks/long_documents/run_all.sh A > logs_A.txt 2>&1 &
+#     bash benchmarks/long_documents/run_all.sh B > logs_B.txt 2>&1 &
+#     # when both have ended (the cost needs a quiet machine: one process, the rows taking turns):
+#     bash benchmarks/long_documents/run_all.sh cost
+set -euo pipefail
+cd "$(dirname "$0")"
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
+
+python build_corpus.py > /dev/null
+python pretrain.py --stages head
+case "${1:-}" in
+  A)
+    python pretrain.py --rows sdpa --stages extend mlm
+    python pretrain.py --stages mlm_512
+    python represent.py --readers sdpa-512 sdpa-512-chunks sdpa-512-chunks@mlm sdpa@extend sdpa@mlm
+    python pretrain.py --rows local-w128 local-w128-g1 --stages extend transfer mlm
+    python represent.py --readers local-w128@mlm local-w128-g1@mlm
+    python pretrain.py --rows kerformer singularformer dba psf --stages extend transfer mlm
+    python represent.py --readers kerformer@mlm singularformer@mlm dba@mlm psf@mlm
+    python represent.py --length 8192 --readers sdpa-512-chunks sdpa@mlm local-w128@mlm
+    ;;
+  B)
+    python pretrain.py --rows kerformer-w128 dba-w128 --stages extend transfer mlm
+    python represent.py --readers kerformer-w128@mlm kerformer-w128@mlm-window-alone dba-w128@mlm \
+      dba-w128@mlm-window-alone
+    python pretrain.py --rows singularformer-w128 psf-w128 --stages extend transfer mlm
+    python represent.py --readers singularformer-w128@mlm singularformer-w128@mlm-window-alone psf-w128@mlm \
+      psf-w128@mlm-window-alone
+    python represent.py --length 8192 --readers kerformer-w128@mlm dba-w128@mlm singularformer-w128@mlm \
+      psf-w128@mlm
+    python pretrain.py --rows kerformer-w128-no-dropout kerformer-w64 kerformer-w256 --stages extend transfer mlm
+    python represent.py --readers kerformer-w128-no-dropout@mlm kerformer-w64@mlm kerformer-w256@mlm
+    ;;
+  cost)
+    python cost.py --length 2048 --repeats 3
+    python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128
+    python cost.py --length 8192 --repeats 2
+    ;;
+  *)
+    echo "usage: run_all.sh A|B|cost" >&2
+    exit 2
+    ;;
+esac
+python tables.py > /dev/null

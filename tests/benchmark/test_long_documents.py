@@ -91,3 +91,21 @@ def test_readers_say_how_they_read(name, chunk, limit, part):
     assert (reader.chunk, reader.limit, reader.part) == (chunk, limit, part)
     with pytest.raises(SystemExit, match="unknown reader"):
         represent.reader("kerformer@pretrained")
+
+
+class Echo:
+    """A stand-in encoder whose last hidden state is each input id, as a float ``[1, N, 1]``."""
+
+    device = "cpu"
+
+    def __call__(self, input_ids):
+        return SimpleNamespace(last_hidden_state=input_ids.float()[..., None])
+
+
+@pytest.mark.parametrize("chunk, pieces", [(None, [list(range(100, 110))]),
+                                           (6, [list(range(100, 104)), list(range(104, 108))])])
+def test_a_document_is_read_whole_or_in_chunks_each_with_its_special_tokens(chunk, pieces):
+    tokenizer = SimpleNamespace(cls_token_id=1, sep_token_id=2)
+    vector = represent.embed(Echo(), tokenizer, list(range(100, 120)), 12, chunk)
+    means = [sum([1, *piece, 2]) / (len(piece) + 2) for piece in pieces]  # [CLS] ... [SEP], averaged
+    assert vector.item() == pytest.approx(sum(means) / len(means))

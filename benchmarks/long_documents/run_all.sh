@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
 
-python build_corpus.py > /dev/null
+[ -f data/mlm_heldout.jsonl ] || python build_corpus.py > /dev/null   # once: both lanes read it
 python pretrain.py --stages head
 case "${1:-}" in
   A)

@@ -102,7 +102,7 @@ class EffAttnConfigMixin:
         another ``attention_type`` starts from its own defaults, never from the saved mechanism's settings."""
         config_dict = dict(config_dict)
         attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
-        window = {name: kwargs.pop(name) for name in WINDOW_SETTINGS if kwargs.get(name) is not None}
+        window = {name: value for name in WINDOW_SETTINGS if (value := kwargs.pop(name, None)) is not None}
         if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):
             config_dict.update(attention_type=attention_type, attention_config=None)
         if attention_config is not None or window:

@@ -77,7 +77,7 @@ class KernelAttention(EfficientAttention):
         query_features, key_features = self.kernel_features(query, key, padding_mask)
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
-        weight = self.window.mechanism_weight()[:, None, None, None]  # [h, 1, 1, 1]
+        weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
         attentions = None
         if output_attentions:
             attentions = self.dense_shared_attention(query, key, query_features, key_features, order, weight)
@@ -85,20 +85,19 @@ class KernelAttention(EfficientAttention):
         query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
         key_features = order.zero_past_end(order.to_ranks(key_features))
         keep = self.key_dropout(key_features)
-        kept = 1.0 if keep is None else blocks.keys(keep).transpose(-1, -2)  # [B, h, n, 1, 3b + g]
-        values = blocks.keys(value)
-        scale = query.shape[-1] ** -0.5
-        exact = exact_weights(blocks.queries(query) @ blocks.keys(key).transpose(-1, -2) * scale, blocks.allowed)
-        inside = (blocks.queries(query_features) @ blocks.keys(key_features).transpose(-1, -2)) * blocks.allowed
-        inside = inside * self.mechanism_outside_window  # the exact keys' terms, taken out of the mechanism's part
+        exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
+        block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
+        terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
+        if self.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
+            terms = terms - block_weight * blocks.products(query_features, key_features)
+        terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
         dropped = key_features if keep is None else key_features * keep
-        everywhere = blocks.queries(query_features @ (dropped.transpose(-1, -2) @ value))  # [B, h, n, b, d]
-        everywhere_sums = blocks.queries(query_features @ key_features.sum(2).unsqueeze(-1))  # [B, h, n, b, 1]
-        numerator = (1 - weight) * ((exact * kept).to(value.dtype) @ values) + weight * (
-            everywhere - (inside * kept).to(value.dtype) @ values)
-        denominator = (1 - weight) * exact.sum(-1, keepdim=True) + weight * (
-            everywhere_sums - inside.sum(-1, keepdim=True)).clamp_min(0)
-        context = blocks.tokens(numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny))
+        everywhere = query_features @ (dropped.transpose(-1, -2) @ value)  # the mechanism over every key, [B, h, N, d]
+        everywhere_sums = query_features @ key_features.sum(2).unsqueeze(-1)  # [B, h, N, 1]
+        kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
+        numerator = blocks.weighted(kept, value) + weight * everywhere
+        denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
+        context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
         context = self.window.with_global_rows(context.to(value.dtype), query, key, value, blocks, self.dropout)
         return AttentionOutput(self.merge_heads(order.to_positions(context)), attentions=attentions)
 
@@ -108,5 +107,5 @@ class KernelAttention(EfficientAttention):
         allowed = self.window.dense_allowed(order, query.shape[2], query.device)
         exact = exact_weights(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
         outside = (query_features @ key_features.transpose(-1, -2)) * (~allowed if self.mechanism_outside_window else 1)
-        terms = (1 - weight[..., 0]) * exact + weight[..., 0] * outside
+        terms = (1 - weight) * exact + weight * outside
         return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)

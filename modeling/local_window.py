@@ -124,6 +124,20 @@ class WindowBlocks:
         """``[B, h, n, b, F]`` -> ``[B, h, N, F]``."""
         return y.flatten(2, 3)[:, :, :self.length]
 
+    def products(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        """``queries [B, h, N, F] . keys [B, h, N, F]`` of each query with the keys its block scores, ``[B, h, n, b,
+        3b + g]``: one batched product over the ``B h n`` blocks (a 5-D ``matmul`` would loop in its backward)."""
+        blocked = self.queries(queries)
+        products = torch.bmm(blocked.flatten(0, 2), self.keys(keys).flatten(0, 2).transpose(1, 2))
+        return products.view(*blocked.shape[:-1], products.shape[-1])
+
+    def weighted(self, weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """``weights [B, h, n, b, 3b + g]`` applied to the values each block scores, ``values [B, h, N, F]`` ->
+        ``[B, h, N, F]``."""
+        blocked = self.keys(values)
+        mixed = torch.bmm(weights.to(values.dtype).flatten(0, 2), blocked.flatten(0, 2))
+        return self.tokens(mixed.view(*weights.shape[:-1], values.shape[-1]))
+
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:
     """``x`` in float32, or in its own dtype when that is wider (float64 stays)."""
@@ -131,12 +145,13 @@ def at_least_float32(x: torch.Tensor) -> torch.Tensor:
 
 
 def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere, in at least float32: ``scores [..., K]``. The
-    max cancels in the window's own softmax, but not beside a kernelized mechanism's terms (one normaliser), where it
-    sets the two parts' relative scale: so its gradient is kept."""
-    scores = at_least_float32(scores)
-    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    return torch.exp(scores - scores.amax(-1, keepdim=True)) * allowed
+    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere (exactly: the others are filled with the
+    dtype's lowest value), in at least float32: ``scores [..., K]``. A row with no allowed entry (a pad's) is
+    meaningless but finite. The max cancels in the window's own softmax, but not beside a kernelized mechanism's
+    terms (one normaliser), where it sets the two parts' relative scale: so its gradient is kept."""
+    scores = at_least_float32(scores).masked_fill(~allowed, torch.finfo(torch.promote_types(scores.dtype,
+                                                                                             torch.float32)).min)
+    return torch.exp(scores - scores.amax(-1, keepdim=True))
 
 
 class LocalWindow(nn.Module):
@@ -192,10 +207,9 @@ class LocalWindow(nn.Module):
         attentions = self.dense_probabilities(query, key, order) if output_attentions else None
         query, key, value = (order.to_ranks(x) for x in (query, key, value))
         blocks = self.blocks(order, length, query.device)
-        scores = blocks.queries(query) @ blocks.keys(key).transpose(-1, -2) * query.shape[-1] ** -0.5
-        weights = exact_weights(scores, blocks.allowed)  # [B, h, n, b, 3b + g]
-        probabilities = weights / weights.sum(-1, keepdim=True).clamp_min(torch.finfo(weights.dtype).tiny)
-        context = blocks.tokens(dropout(probabilities).to(value.dtype) @ blocks.keys(value))
+        scores = at_least_float32(blocks.products(query * query.shape[-1] ** -0.5, key))  # [B, h, n, b, 3b + g]
+        probabilities = masked_softmax(scores, blocks.allowed, dim=-1)  # a row with no key (a pad's) is ignored
+        context = blocks.weighted(dropout(probabilities), value)
         context = self.with_global_rows(context, query, key, value, blocks, dropout)
         return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 

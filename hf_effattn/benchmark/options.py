@@ -25,7 +25,9 @@ def default_device() -> str:
 class BenchmarkSettings:
     """What :func:`run_benchmark` measures; the command line's options have the same names and defaults.
 
-    ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``lengths``: the
+    ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``local_window``:
+    also time each of them that takes a window beside an exact window of this many tokens, named
+    ``<name>+w<local_window>`` (see :func:`windowed`). ``lengths``: the
     N to run. ``parts``: among ``"attention"``, ``"layer"``, ``"encoder"``. ``intermediate_size`` None: 4 x hidden.
     ``num_layers``: layers of the whole encoder (part ``encoder``). ``peers``: Transformers' encoders timed beside
     ours in part ``encoder`` (True: all of :data:`~.peers.PEERS`, or a list of their keys).
@@ -35,6 +37,7 @@ class BenchmarkSettings:
     CPU threads (None: torch's choice)."""
 
     attentions: list[str] | None = None
+    local_window: int | None = None
     lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192])
     parts: list[str] = field(default_factory=lambda: list(PARTS))
     batch_size: int = 1
@@ -79,9 +82,19 @@ class BenchmarkSettings:
             raise ValueError(f"Unknown peer(s) {', '.join(unknown_peers)}: choose from {', '.join(PEERS)}.")
         if self.peers and "encoder" not in self.parts:
             raise ValueError(f"parts={self.parts}: the peers are whole encoders, add 'encoder' to the parts.")
+        if self.local_window is not None and not 2 <= self.local_window <= min(self.lengths):
+            raise ValueError(f"local_window={self.local_window}: it must be at least 2 and at most the shortest "
+                             f"length {min(self.lengths)} (--local_window, --lengths).")
         if self.max_length and self.max_length < max(self.lengths):
             raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
                              "raise it or leave it None.")
+
+
+def windowed(name: str) -> tuple[str, dict]:
+    """A measured mechanism's registered name and settings: ``"kerformer+w128"`` is Kerformer beside a 128-token
+    window (``{"local_window": 128}``); any other name is the mechanism alone."""
+    mechanism, _, window = name.partition("+w")
+    return mechanism, ({"local_window": int(window)} if window else {})
 
 
 AT_LEAST = {"batch_size": 1, "hidden_size": 1, "num_heads": 1, "repeats": 1, "warmup": 0, "fit_points": 2,

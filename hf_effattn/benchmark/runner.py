@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..modeling.attentions import list_attentions
+from ..modeling.attentions import get_attention_class, list_attentions
 from .guard import default_memory_limit_mib, guarded_subject, probe_rows
 from .machine import load_average, machine_description
 from .measuring import infeasible, measure_round_robin, memory_method
@@ -15,10 +15,15 @@ from .rows import Infeasible, Row, empty_row, format_row
 
 
 def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
-    """The requested mechanisms (default all registered), with ``sdpa`` and the floor added for comparison, and in
-    part ``encoder`` the requested peers (``peer:<key>``)."""
+    """The requested mechanisms (default all registered), with ``local_window``, each that takes one also beside
+    the window (``<name>+w<W>``), ``sdpa`` and the floor added for comparison, and in part ``encoder`` the
+    requested peers (``peer:<key>``)."""
+    mechanisms = settings.attentions or list_attentions()
+    if settings.local_window:  # ``local`` at this window too, not its default one
+        mechanisms = [name for name in mechanisms if name != "local"] + [
+            f"{name}+w{settings.local_window}" for name in mechanisms if get_attention_class(name).takes_local_window]
     peers = [peer.label for peer in selected_peers(settings.peers)] if part == "encoder" else []
-    return list(dict.fromkeys((settings.attentions or list_attentions()) + [BASELINE, FLOOR] + peers))
+    return list(dict.fromkeys(mechanisms + [BASELINE, FLOOR] + peers))
 
 
 def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:

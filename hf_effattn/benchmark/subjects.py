@@ -10,8 +10,8 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention
-from .options import BASELINE, DTYPES, FLOOR
+from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention, build_settings
+from .options import BASELINE, DTYPES, FLOOR, windowed
 from .peers import Peer, peer_of
 from .rows import Infeasible
 
@@ -27,17 +27,20 @@ class FloorAttention(EfficientAttention):
 
 
 def layer_config(mechanism: str, args, length: int, num_layers: int = 1):
-    """An ``EffAttnRobertaConfig`` of ``num_layers`` layers running ``mechanism`` (the floor starts from ``sdpa``),
-    dropout off."""
+    """An ``EffAttnRobertaConfig`` of ``num_layers`` layers running ``mechanism`` (the floor starts from ``sdpa``;
+    ``<name>+w<W>`` is the mechanism beside a window), dropout off."""
     from ..modeling.configuration_effattn import EffAttnRobertaConfig
 
+    attention_type, settings = windowed(BASELINE if mechanism == FLOOR else mechanism)
+    window = build_settings(attention_type, settings).local_window or 0  # a model takes inputs of its window
     return EffAttnRobertaConfig(
+        attention_type=attention_type,
+        attention_config=settings,
         hidden_size=args.hidden_size,
         num_attention_heads=args.num_heads,
         intermediate_size=args.intermediate_size or 4 * args.hidden_size,
         num_hidden_layers=num_layers,
-        attention_type=BASELINE if mechanism == FLOOR else mechanism,
-        max_position_embeddings=args.max_length or length,
+        max_position_embeddings=max(args.max_length or length, window),
         roberta_positions=False,
         hidden_dropout_prob=0.0,
         attention_probs_dropout_prob=0.0,

@@ -19,6 +19,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = BenchmarkSettings()
     parser.add_argument("--attentions", nargs="+", default=None, metavar="NAME",
                         help="mechanisms to measure (default: all registered); the floor is always added")
+    parser.add_argument("--local_window", type=int, default=None, metavar="W",
+                        help="also time each mechanism beside an exact window of W tokens (as <name>+wW)")
     parser.add_argument("--lengths", nargs="+", type=int, default=defaults.lengths)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=defaults.parts)
     for name in ("batch_size", "hidden_size", "num_heads", "warmup", "fit_points", "seed"):

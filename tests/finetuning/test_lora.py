@@ -179,8 +179,10 @@ def test_adapters_reproduce_the_trained_models_in_a_fresh_process(tmp_path, scri
 def test_default_targets_are_the_mechanisms_projections(tmp_path):
     source = tmp_path / "roberta"
     save_source(RobertaForSequenceClassification, "roberta", source)
-    for attention_type, expected in (("kerformer", ["query", "value"]), ("psf", ["value"])):
-        model = EffAttnRobertaForSequenceClassification.from_pretrained(source, attention_type=attention_type)
+    for attention_type, window, expected in (("kerformer", None, ["query", "value"]), ("psf", None, ["value"]),
+                                             ("psf", 6, ["query", "value"])):  # the window brings PSF a query
+        model = EffAttnRobertaForSequenceClassification.from_pretrained(source, attention_type=attention_type,
+                                                                        local_window=window)
         assert default_target_modules(model) == expected
         assert lora_config(lora_options(), model).target_modules == set(expected)
 

@@ -46,6 +46,15 @@ def test_bench_writes_csv_markdown_and_plot(tmp_path):
     assert (tmp_path / "results.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_each_mechanism_is_also_timed_beside_the_window_it_is_given(tmp_path):
+    rows = bench(tmp_path, "--attentions", "kerformer", "local", "sdpa", "--local_window", "4",
+                 "--parts", "attention")
+    assert {row["mechanism"] for row in rows} == {"kerformer", "kerformer+w4", "local+w4", "sdpa", "floor"}
+    assert all(not row["note"] and float(row["fwd_bwd_ms"]) > 0 for row in rows)  # sdpa takes no window
+    assert benchmark.options.windowed("dba+w128") == ("dba", {"local_window": 128})
+    assert benchmark.options.windowed("dba") == ("dba", {})
+
+
 def test_floor_is_local_to_the_benchmark(tmp_path):
     bench(tmp_path, "--attentions", "sdpa", "--parts", "layer")
     assert FLOOR not in list_attentions()
@@ -167,6 +176,7 @@ def test_a_length_whose_input_passes_the_limit_is_refused_from_its_shapes(monkey
     ({"warmup": -1}, r"warmup=-1: it must be at least 0"),
     ({"num_heads": 3}, r"hidden_size=16 is not a multiple of num_heads=3"),
     ({"memory_limit_gb": 0}, r"must be positive"),
+    ({"local_window": 32}, r"local_window=32: it must be at least 2 and at most the shortest length 8"),
 ])
 def test_settings_that_cannot_run_are_refused_up_front(monkeypatch, setting, message):
     guarded_measure(monkeypatch, longest=0)

@@ -18,7 +18,7 @@ its compressed queries ``Q_l`` (heads merged, ``[B, d_p, C]``) on as the next la
 ("propagating through different attention layers", Sec. 3.3), with no residual or norm, as in the
 authors' code. The attention matrix this implies is ``W'_r P W'_c^T``.
 
-Choices (see MECHANISMS.md): the paper form with separate Q, K, V compressions (keeps pretrained
+Choices (also on docs/mechanisms/dba.md): the paper form with separate Q, K, V compressions (keeps pretrained
 projections meaningful), not the authors' time-series variant; the compression logits are scaled by
 ``1/sqrt(d)`` as the authors' code does (the paper is silent); ``W'_c`` is normalised by a masked
 softmax over N (an unnormalised sum would grow with N); ``W'_r`` by a softmax over ``d_p``, as in the

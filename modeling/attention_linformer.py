@@ -13,7 +13,7 @@ keys and values of N tokens to k rows; per head::
 E and F are shared by the heads (the paper's headwise sharing); with ``share_kv`` (default, the paper's
 key-value sharing, its best setting) F = E. The attention matrix this implies is ``P F`` (N x N).
 
-Choices (see MECHANISMS.md):
+Choices (also on docs/baselines.md):
 
 * Columns of E and F are indexed by each token's rank among the real tokens of its sequence, and pads
   get zero columns: a sequence of L real tokens uses the first L columns, wherever its pads are, so right

@@ -22,7 +22,7 @@ the tokens, one k-tap kernel per head shared by its channels (``nn.Conv2d`` with
 the sequence ends. The attention matrix this implies is ``F Z B + T``, T the banded matrix of the
 convolution.
 
-Choices (see MECHANISMS.md):
+Choices (also on docs/baselines.md):
 
 * Landmarks are segment means over *real* tokens only (Transformers' version averages pads into them).
   A sequence of real length L splits into m segments by rank among its real tokens: token of rank t goes

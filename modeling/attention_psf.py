@@ -13,7 +13,7 @@ non-zeros on those links, produced per token by its own MLP ``f_m`` from the lay
 
 The attention matrix this implies is the dense product ``W_1 W_2 ... W_M`` (one head).
 
-Choices (see MECHANISMS.md): links are taken modulo each sequence's real length and counted among
+Choices (also on docs/mechanisms/psf.md): links are taken modulo each sequence's real length and counted among
 its real tokens, so pads are never reached and left or right padding gives the same result;
 ``K = M = ceil(log2 N_max)`` by default (``N_max`` the model's maximum length); no softmax and no
 scaling, as in the paper, so the factor products run in float32 even under autocast (a product of

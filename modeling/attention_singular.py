@@ -17,7 +17,7 @@ Per head (Eq. 18), with ``S`` the ``r x r`` score matrix::
 
 The attention matrix this implies is ``alpha A' alpha_hat`` (N x N, never built in ``forward``).
 
-Choices (see MECHANISMS.md):
+Choices (also on docs/mechanisms/singularformer.md):
 
 * ``pool_before_projection=True`` pools X before the Q/K/V projections, as the authors' code does;
   equal in exact arithmetic to pooling Q, K and V (rows of ``alpha_hat`` sum to one and the

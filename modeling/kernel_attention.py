@@ -13,6 +13,12 @@ Dropout (``attention_probs_dropout_prob``): in training, whole columns of A are 
 (sequence, head, key token) shared by every query, kept ones scaled by ``1 / (1 - p)``. That is ``A_ij m_j``: the
 mask multiplies ``varphi(k_j)`` in the summary ``sum_j varphi(k_j)^T v_j`` only, not in the normaliser, so the cost
 stays linear (a per-(i, j) mask would need the N x N matrix).
+
+Beside a local window (``local_window``, see ``local_window.py``) the window's exact softmax terms and the
+mechanism's terms share one normaliser (LoLCATs, :meth:`KernelAttention.attend_with_window`): the window's keys
+get ``(1 - sigma) exp(s_ij - max_j s_ij)``, the keys outside it ``sigma phi(q_i) . varphi(k_j)``, with sigma a learned
+weight per head. The mechanism's terms outside the window are those over every key (its usual summaries) less those
+at the window's keys, which the window's blocks give.
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ def share_cell(result: dict | None, measure: str, key: str, versus: dict | None 
         return "not run"
     mine = result[measure]
     cell = f"{100 * mine[key]:.1f} ± {100 * mine['standard_error']:.1f}"
-    if versus and measure in versus and versus is not result:
+    if versus and measure in versus and versus["reader"] != result["reader"]:
         difference, error = paired_difference(mine, versus[measure])
         cell += f" ({100 * difference:+.1f} ± {100 * error:.1f})"
     return cell

@@ -18,23 +18,31 @@ case "${1:-}" in
     python pretrain.py --rows sdpa --stages extend mlm
     python pretrain.py --stages mlm_512
     python represent.py --readers sdpa-512 sdpa-512-chunks sdpa-512-chunks@mlm sdpa@extend sdpa@mlm
+    python long_range.py --readers sdpa-512 sdpa-512@mlm_512 sdpa@extend sdpa@mlm
     python pretrain.py --rows local-w128 local-w128-g1 --stages extend transfer mlm
     python represent.py --readers local-w128@mlm local-w128-g1@mlm
+    python long_range.py --readers local-w128@mlm local-w128-g1@mlm
     python pretrain.py --rows kerformer singularformer dba psf --stages extend transfer mlm
     python represent.py --readers kerformer@mlm singularformer@mlm dba@mlm psf@mlm
+    python long_range.py --readers kerformer@mlm singularformer@mlm dba@mlm psf@mlm
     python represent.py --length 8192 --readers sdpa-512-chunks sdpa@mlm local-w128@mlm
     ;;
   B)
     python pretrain.py --rows kerformer-w128 dba-w128 --stages extend transfer mlm
     python represent.py --readers kerformer-w128@mlm kerformer-w128@mlm-window-alone dba-w128@mlm \
       dba-w128@mlm-window-alone
+    python long_range.py --readers kerformer-w128@mlm kerformer-w128@mlm-window-alone dba-w128@mlm \
+      dba-w128@mlm-window-alone
     python pretrain.py --rows singularformer-w128 psf-w128 --stages extend transfer mlm
     python represent.py --readers singularformer-w128@mlm singularformer-w128@mlm-window-alone psf-w128@mlm \
+      psf-w128@mlm-window-alone
+    python long_range.py --readers singularformer-w128@mlm singularformer-w128@mlm-window-alone psf-w128@mlm \
       psf-w128@mlm-window-alone
     python represent.py --length 8192 --readers kerformer-w128@mlm dba-w128@mlm singularformer-w128@mlm \
       psf-w128@mlm
     python pretrain.py --rows kerformer-w128-no-dropout kerformer-w64 kerformer-w256 --stages extend transfer mlm
     python represent.py --readers kerformer-w128-no-dropout@mlm kerformer-w64@mlm kerformer-w256@mlm
+    python long_range.py --readers kerformer-w128-no-dropout@mlm kerformer-w64@mlm kerformer-w256@mlm
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """The long-document benchmark's tables and plots, from the results that ``pretrain.py``, ``represent.py`` and
 ``cost.py`` saved: ``results/masked_lm.md``, ``results/representations.md``, ``results/cost.md``,
-``results/summary.md`` (each hybrid against its targets) and ``results/classification.md`` (fine-tuning, on a GPU),
+``results/long_range.md`` (the masked words only long context can see), ``results/summary.md`` (each hybrid against
+its targets) and ``results/classification.md`` (fine-tuning, on a GPU),
 with ``results/masked_lm.png`` and ``results/tradeoff.png``. A result not yet measured reads "not run".
 
     python benchmarks/long_documents/tables.py
@@ -92,6 +93,62 @@ def representations_table() -> str:
             "the retrieval passage copied from deep inside each document (tokens 1,100-1,900 at 2,048, 4,000-8,000 "
             "at 8,192) must find it among all of them. Mean ± binomial standard error; in brackets the paired "
             "difference from MiniLM over 512-token chunks, ± its standard error.\n\n" + markdown_table(header, body))
+
+
+def paired_loss(mine: dict, theirs: dict, far: bool | None = None) -> tuple[float, float]:
+    """The mean per-token loss difference of two long-range readers on the same far (``far=True``) or near
+    (``False``) tokens, and its s.e.; with ``far=None``, how much more the far tokens gain than the near ones (the
+    difference of the two differences: below zero where the reader uses what lies outside the chunk)."""
+    if far is None:
+        (on_far, far_error), (on_near, near_error) = paired_loss(mine, theirs, True), paired_loss(mine, theirs, False)
+        return on_far - on_near, math.hypot(far_error, near_error)
+    differences = [a - b for a, b, is_far in zip(mine["losses"], theirs["losses"], mine["far"]) if is_far == far]
+    mean = sum(differences) / len(differences)
+    variance = sum((d - mean) ** 2 for d in differences) / max(len(differences) - 1, 1)
+    return mean, math.sqrt(variance / len(differences))
+
+
+def loss_cells(mine: dict, theirs: dict | None) -> list[str]:
+    """Far tokens, near tokens, and far against near: the loss, each with the paired difference from ``theirs``."""
+    cells = [f"{mine['loss_far']:.3f}", f"{mine['loss_near']:.3f}", "-"]
+    if theirs and theirs["reader"] != mine["reader"]:
+        for index, far in enumerate((True, False, None)):
+            difference, error = paired_loss(mine, theirs, far)
+            cells[index] = f"{difference:+.3f} ± {error:.3f}" if far is None else \
+                f"{cells[index]} ({difference:+.3f} ± {error:.3f})"
+    return cells
+
+
+def long_range_table() -> str:
+    """Per reader, the loss on the far masked tokens (word last seen outside its chunk) and on the others, against
+    the chunks at the same stage (MiniLM's chunks before pretraining, the chunked control after it); per hybrid, its
+    mechanism switched on against off."""
+    folder = RESULTS / "long_range"
+    names = sorted((path.stem for path in folder.glob("*.json")) if folder.is_dir() else [],
+                   key=lambda name: (not name.startswith("sdpa"), name))  # the softmax readers first
+    if not names:
+        return "Long-range masked-LM loss (`long_range.py`): not run."
+    before, after = read_result("long_range", TRUNCATED), read_result("long_range", f"{TRUNCATED}@mlm_512")
+    results = {name: read_result("long_range", name) for name in names}
+    versus_chunks = [[f"`{name}`", f"{mine['length']:,}", *loss_cells(mine, after if "mlm" in name else before)]
+                     for name, mine in results.items()]
+    versus_window = [[f"`{name}`", *loss_cells(results[name], results[f"{name}-window-alone"])]
+                     for name in names if f"{name}-window-alone" in results]
+    some = next(iter(results.values()))
+    columns = ["far tokens: loss (difference)", "near tokens: loss (difference)", "far minus near difference"]
+    text = (f"The held-out masked tokens of the masked-LM table, split: {some['far_tokens']:,} of "
+            f"{some['masked_tokens']:,} are *far* (their word occurs unmasked earlier in the document but not earlier "
+            "in its own 510-token chunk: only a reader of the whole document can see it), the others *near*. Loss in "
+            "nats; in brackets the paired difference from the 512-token chunks on the same tokens (MiniLM's for "
+            "readers before pretraining, the chunked control's for readers after it), ± its standard error; "
+            "negative is better than the chunks. The last column, how much more the far tokens gain than the near "
+            "ones, is below zero where a reader uses what lies outside the chunk.\n\n"
+            + markdown_table(["reader", "length", *columns], versus_chunks))
+    if versus_window:
+        text += ("\n\nWhat each hybrid's mechanism buys: the same, the mechanism switched on against off (the window "
+                 "alone) in the same pretrained model.\n\n"
+                 + markdown_table(["hybrid after pretraining", *columns], versus_window))
+    return text
 
 
 def cost_cell(name: str, length: int, key: str) -> str:
@@ -234,6 +291,7 @@ def publish(name: str, text: str, plot=None) -> None:
 def main() -> None:
     publish("masked_lm", masked_lm_table(), plot_masked_lm)
     publish("representations", representations_table())
+    publish("long_range", long_range_table())
     publish("cost", cost_table())
     publish("summary", summary_table())
     publish("classification", finetuned_table())

@@ -1,5 +1,5 @@
 """The long-document benchmark's own logic (benchmarks/long_documents): cleaning, masking, windows, its rows
-and stages, the readers of documents and the retrieval passages."""
+and stages, the readers of documents, the retrieval passages, the far masked words and the paired differences."""
 
 import sys
 from pathlib import Path
@@ -11,8 +11,10 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
 
 import build_corpus  # noqa: E402
+import long_range  # noqa: E402
 import pretrain  # noqa: E402
 import represent  # noqa: E402
+import tables  # noqa: E402
 from common import ROWS  # noqa: E402
 
 
@@ -109,3 +111,25 @@ def test_a_document_is_read_whole_or_in_chunks_each_with_its_special_tokens(chun
     vector = represent.embed(Echo(), tokenizer, list(range(100, 120)), 12, chunk)
     means = [sum([1, *piece, 2]) / (len(piece) + 2) for piece in pieces]  # [CLS] ... [SEP], averaged
     assert vector.item() == pytest.approx(sum(means) / len(means))
+
+
+def test_a_masked_word_is_far_when_last_seen_unmasked_before_its_own_chunk(monkeypatch):
+    monkeypatch.setattr(long_range, "CHUNK", 4)
+    #          chunk 0       | chunk 1         | chunk 2
+    inputs = torch.tensor([7, 8, 9, 5, 3, 6, 3, 6, 3, 3, 3, 3])  # 3 is [MASK]
+    labels = torch.full_like(inputs, -100)
+    labels[[4, 6, 8, 9, 10, 11]] = torch.tensor([7, 8, 6, 4, 9, 6])
+    # 7, 8 and 9 last seen unmasked in chunk 0, far from chunks 1 and 2; both 6s of chunk 2 last seen at 7, in
+    # chunk 1: far; 4 never seen unmasked: not far.
+    assert long_range.far_tokens(inputs, labels) == [True, True, True, False, True, True]
+    inputs[9] = 6  # an unmasked 6 inside chunk 2 makes the masked 6 at 11 near
+    assert long_range.far_tokens(inputs, labels)[-1] is False
+
+
+def test_long_range_differences_are_paired_on_the_same_tokens():
+    mine = {"losses": [1.0, 2.0, 3.0, 5.0], "far": [True, False, True, False]}
+    theirs = {"losses": [2.0, 2.0, 2.0, 4.0], "far": [True, False, True, False]}
+    assert tables.paired_loss(mine, theirs, True) == pytest.approx((0.0, 1.0))  # differences -1, +1
+    assert tables.paired_loss(mine, theirs, False) == pytest.approx((0.5, 0.5))  # differences 0, +1
+    difference, error = tables.paired_loss(mine, theirs)
+    assert difference == pytest.approx(-0.5) and error == pytest.approx((1.0 + 0.25) ** 0.5)

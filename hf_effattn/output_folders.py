@@ -213,10 +213,13 @@ class OutputFolder:
             shutil.rmtree(self.staging, ignore_errors=True)
 
 
-def check_output_file(option: str, path) -> None:
+def check_output_file(option: str, path, overwrite: bool = False) -> None:
     """``--<option> path``, a file a command writes when it ends: refused at once, not after the work, when it is a
-    folder or its folder does not exist."""
+    folder, its folder does not exist, or it exists (a finished run's result) and ``overwrite`` is not given."""
     path = Path(path)
+    if path.exists() and not path.is_dir() and not overwrite:
+        raise ValueError(f"--{option} {path} exists (a finished run's result): give another file, or pass "
+                         f"--overwrite_{option} to replace it.")
     if path.is_dir():
         raise ValueError(f"--{option} {path} is a folder: give a file name, e.g. {path / 'metrics.json'}.")
     if not path.parent.is_dir():

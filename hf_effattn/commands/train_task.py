@@ -45,11 +45,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's choice)")
     parser.add_argument("--metrics_file", default=None, help="write the result (settings, losses, accuracy) as JSON")
+    parser.add_argument("--overwrite_metrics_file", action="store_true",
+                        help="replace --metrics_file where it exists (refused otherwise, before training)")
 
 
 def run(args) -> int:
     if args.metrics_file:
-        check_output_file("metrics_file", args.metrics_file)  # before training, which may take hours
+        check_output_file("metrics_file", args.metrics_file, args.overwrite_metrics_file)  # before training
     if args.threads:
         torch.set_num_threads(args.threads)
     result = train_task(args)

@@ -100,6 +100,13 @@ def test_every_script_checks_its_output_folder_against_its_inputs(tmp_path, caps
     with pytest.raises(SystemExit) as exit:  # before training, which may take hours
         cli.main(["train-task", "adding", "--steps", "1", "--metrics_file", str(tmp_path)])
     assert exit.value.code == 2 and "is a folder: give a file name" in capsys.readouterr().err
+    finished = tmp_path / "metrics.json"
+    finished.write_text('{"accuracy": 0.9}')
+    with pytest.raises(SystemExit) as exit:  # a finished run's result is never replaced unasked
+        cli.main(["train-task", "adding", "--steps", "1", "--metrics_file", str(finished)])
+    message = capsys.readouterr().err
+    assert exit.value.code == 2 and "exists (a finished run's result)" in message
+    assert "--overwrite_metrics_file" in message and finished.read_text() == '{"accuracy": 0.9}'
 
 
 # -- --overwrite_output_dir replaces a folder whole, and only once the new run has something to put there ------

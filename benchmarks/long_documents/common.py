@@ -44,7 +44,8 @@ def hybrid(mechanism: str, window: int = WINDOW, suffix: str = "", **dropouts) -
 
 ROWS = {row.name: row for row in [
     Row("sdpa", "sdpa", what="softmax at 2,048 (copied positions)"),
-    Row(f"local-w{WINDOW}", "local", {"local_window": WINDOW}, what=f"a {WINDOW}-token window alone"),
+    *(Row(f"local-w{window}", "local", {"local_window": window}, what=f"a {window}-token window alone")
+      for window in (WINDOW, 64, 256)),
     Row(f"local-w{WINDOW}-g1", "local", {"local_window": WINDOW, "global_tokens": 1},
         what=f"a {WINDOW}-token window and a global [CLS]"),
     *(Row(mechanism, mechanism, what=f"{mechanism} alone") for mechanism in MECHANISMS),

@@ -11,6 +11,13 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
 
+readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for a hybrid unless $2 is @mlm
+  for row in $1; do
+    echo "$row@mlm"
+    case "$row" in local-*) ;; *-w*) [ "${2:-}" = @mlm ] || echo "$row@mlm-window-alone" ;; esac
+  done
+}
+
 [ -f data/mlm_heldout.jsonl ] || python build_corpus.py > /dev/null   # once: both lanes read it
 python pretrain.py --stages head
 case "${1:-}" in
@@ -20,29 +27,25 @@ case "${1:-}" in
     python represent.py --readers sdpa-512 sdpa-512-chunks sdpa-512-chunks@mlm sdpa@extend sdpa@mlm
     python long_range.py --readers sdpa-512 sdpa-512@mlm_512 sdpa@extend sdpa@mlm
     python pretrain.py --rows local-w128 local-w128-g1 --stages extend transfer mlm
-    python represent.py --readers local-w128@mlm local-w128-g1@mlm
     python long_range.py --readers local-w128@mlm local-w128-g1@mlm
-    python pretrain.py --rows kerformer singularformer dba psf --stages extend transfer mlm
-    python represent.py --readers kerformer@mlm singularformer@mlm dba@mlm psf@mlm
-    python long_range.py --readers kerformer@mlm singularformer@mlm dba@mlm psf@mlm
+    python represent.py --readers local-w128@mlm local-w128-g1@mlm
+    alone="kerformer singularformer dba psf"
+    python pretrain.py --rows $alone --stages extend transfer mlm
+    python long_range.py --readers $(readers "$alone")
+    python represent.py --readers $(readers "$alone")
     python represent.py --length 8192 --readers sdpa-512-chunks sdpa@mlm local-w128@mlm
     ;;
   B)
     python pretrain.py --rows kerformer-w128 dba-w128 --stages extend transfer mlm
-    python represent.py --readers kerformer-w128@mlm kerformer-w128@mlm-window-alone dba-w128@mlm \
-      dba-w128@mlm-window-alone
-    python long_range.py --readers kerformer-w128@mlm kerformer-w128@mlm-window-alone dba-w128@mlm \
-      dba-w128@mlm-window-alone
     python pretrain.py --rows singularformer-w128 psf-w128 --stages extend transfer mlm
-    python represent.py --readers singularformer-w128@mlm singularformer-w128@mlm-window-alone psf-w128@mlm \
-      psf-w128@mlm-window-alone
-    python long_range.py --readers singularformer-w128@mlm singularformer-w128@mlm-window-alone psf-w128@mlm \
-      psf-w128@mlm-window-alone
-    python represent.py --length 8192 --readers kerformer-w128@mlm dba-w128@mlm singularformer-w128@mlm \
-      psf-w128@mlm
-    python pretrain.py --rows kerformer-w128-no-dropout kerformer-w64 kerformer-w256 --stages extend transfer mlm
-    python represent.py --readers kerformer-w128-no-dropout@mlm kerformer-w64@mlm kerformer-w256@mlm
-    python long_range.py --readers kerformer-w128-no-dropout@mlm kerformer-w64@mlm kerformer-w256@mlm
+    hybrids="kerformer-w128 dba-w128 singularformer-w128 psf-w128"
+    python long_range.py --readers $(readers "$hybrids")
+    # the levers: no window dropout, and the window sweep, each window also alone
+    levers="kerformer-w128-no-dropout kerformer-w256 local-w256 kerformer-w64 local-w64"
+    python pretrain.py --rows $levers --stages extend transfer mlm
+    python long_range.py --readers $(readers "$levers")
+    python represent.py --readers $(readers "$hybrids") $(readers "$levers")
+    python represent.py --length 8192 --readers $(readers "$hybrids" @mlm)
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -24,7 +24,7 @@ import statistics
 from common import LONG, ROWS, default_device, read_jsonl, set_threads, write_result
 
 KIND = "cost"
-COST_ROWS = ["sdpa", "local-w128", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
+COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
              "kerformer-w128", "dba-w128", "psf-w128"]
 
 

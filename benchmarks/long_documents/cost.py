@@ -7,12 +7,18 @@ head; one step is forward, backward and an AdamW step on one real document's fir
 turns (``--repeats`` rounds after a warm-up, one thread: the median of each is kept, so that a noisy machine slows
 every row alike), and each step's peak memory is PyTorch's allocator's (``hf_effattn.benchmark.measuring``).
 
+MiniLM trains with dropout on its attention probabilities (0.1), which takes PyTorch's CPU ``sdpa`` off its fused
+kernel onto one that writes the N x N probabilities out; ``--no_attention_dropout`` measures every row with it off
+(the fused kernel's linear memory for ``sdpa``: the only way ``sdpa`` fits at 8,192 tokens on a 24 GiB machine).
+
 ``--masked_lm`` times the masked-LM step of ``run_mlm.py`` instead, with the logits at every token (``dense``)
 and only at the masked ones (``sparse``, ModernBERT's sparse prediction, what ``run_mlm.py`` does).
 
-Results: ``results/cost/<length>.json`` and ``results/cost/masked_lm_<length>.json``.
+Results: ``results/cost/<length>.json`` (``<length>_no_attention_dropout.json``) and
+``results/cost/masked_lm_<length>.json``.
 
     python benchmarks/long_documents/cost.py --length 2048 --repeats 3
+    python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout
     python benchmarks/long_documents/cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128
 """
 
@@ -28,12 +34,15 @@ COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer
              "kerformer-w128", "dba-w128", "psf-w128"]
 
 
-def build(row_name: str, length: int, model_class):
-    """The row's model (MiniLM converted, extended to ``length``) as ``model_class``, in training mode."""
+def build(row_name: str, length: int, model_class, attention_dropout: float | None = None):
+    """The row's model (MiniLM converted, extended to ``length``) as ``model_class``, in training mode; with
+    ``attention_dropout``, that instead of MiniLM's dropout on the attention probabilities."""
     from pretrain import HEAD_FOLDER
 
     row = ROWS[row_name]
     extra = {"num_labels": 5} if "Classification" in model_class.__name__ else {}
+    if attention_dropout is not None:
+        extra["attention_probs_dropout_prob"] = attention_dropout
     return model_class.from_pretrained(HEAD_FOLDER, attention_type=row.attention, attention_config=row.settings,
                                        convert_attention=True, max_length=length, **extra).to(default_device()).train()
 
@@ -81,28 +90,28 @@ def masked_lm_step(model, ids, sparse: bool):
     return step
 
 
-def subjects(rows: list[str], length: int, masked_lm: bool) -> dict:
+def subjects(rows: list[str], length: int, masked_lm: bool, attention_dropout: float | None) -> dict:
     """The training steps to time, by name."""
     from hf_effattn import EffAttnRobertaForMaskedLM, EffAttnRobertaForSequenceClassification
 
     ids = document_ids(length)
     if not masked_lm:
-        return {row: classification_step(build(row, length, EffAttnRobertaForSequenceClassification), ids)
-                for row in rows}
+        return {row: classification_step(build(row, length, EffAttnRobertaForSequenceClassification,
+                                               attention_dropout), ids) for row in rows}
     steps = {}
     for row in rows:
-        model = build(row, length, EffAttnRobertaForMaskedLM)
+        model = build(row, length, EffAttnRobertaForMaskedLM, attention_dropout)
         steps.update({f"{row} dense": masked_lm_step(model, ids, False),
                       f"{row} sparse": masked_lm_step(model, ids, True)})
     return steps
 
 
-def measure(rows: list[str], length: int, masked_lm: bool, repeats: int) -> dict:
+def measure(rows: list[str], length: int, masked_lm: bool, repeats: int, attention_dropout: float | None) -> dict:
     """Median seconds and peak MiB of each subject's step, taking turns."""
     from hf_effattn.benchmark.measuring import peak_bytes, timed_seconds
 
     device = default_device()
-    steps = subjects(rows, length, masked_lm)
+    steps = subjects(rows, length, masked_lm, attention_dropout)
     for step in steps.values():
         step()  # warm-up; the optimizer's state exists before the measured steps
     times = {name: [] for name in steps}
@@ -120,11 +129,16 @@ def main() -> None:
     parser.add_argument("--masked_lm", action="store_true", help="the masked-LM step, dense and sparse")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--no_attention_dropout", action="store_true",
+                        help="every row without dropout on its attention probabilities (MiniLM's is 0.1)")
     args = parser.parse_args()
     set_threads(args.threads)
-    results = measure(args.rows, args.length, args.masked_lm, args.repeats)
+    dropout = 0.0 if args.no_attention_dropout else None
+    results = measure(args.rows, args.length, args.masked_lm, args.repeats, dropout)
     name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
+    name += "_no_attention_dropout" if args.no_attention_dropout else ""
     write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
+                              "attention_dropout": "MiniLM's (0.1)" if dropout is None else dropout,
                               "device": str(default_device()), "steps": results,
                               "what": "one training step: forward, backward, AdamW step; batch 1"})
     for subject, result in results.items():

@@ -49,8 +49,9 @@ case "${1:-}" in
     ;;
   cost)
     python cost.py --length 2048 --repeats 3
-    python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128
-    python cost.py --length 8192 --repeats 2
+    python cost.py --length 2048 --repeats 3 --no_attention_dropout
+    python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128 local-w128
+    python cost.py --length 8192 --repeats 2 --no_attention_dropout
     ;;
   *)
     echo "usage: run_all.sh A|B|cost" >&2

@@ -149,8 +149,8 @@ def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     dtype's lowest value), in at least float32: ``scores [..., K]``. A row with no allowed entry (a pad's) is
     meaningless but finite. The max cancels in the window's own softmax, but not beside a kernelized mechanism's
     terms (one normaliser), where it sets the two parts' relative scale: so its gradient is kept."""
-    scores = at_least_float32(scores).masked_fill(~allowed, torch.finfo(torch.promote_types(scores.dtype,
-                                                                                             torch.float32)).min)
+    scores = at_least_float32(scores)
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     return torch.exp(scores - scores.amax(-1, keepdim=True))
 
 

@@ -72,10 +72,7 @@ def share_cell(result: dict | None, measure: str, key: str, versus: dict | None 
 def paired_difference(mine: dict, theirs: dict) -> tuple[float, float]:
     """The mean difference of two readers' per-item outcomes (correct / hit) on the same items, and its s.e."""
     per_item = "correct" if "correct" in mine else "hits"
-    differences = [a - b for a, b in zip(mine[per_item], theirs[per_item])]
-    mean = sum(differences) / len(differences)
-    variance = sum((d - mean) ** 2 for d in differences) / max(len(differences) - 1, 1)
-    return mean, math.sqrt(variance / len(differences))
+    return mean_and_error([a - b for a, b in zip(mine[per_item], theirs[per_item])])
 
 
 def representations_table() -> str:
@@ -102,10 +99,8 @@ def paired_loss(mine: dict, theirs: dict, far: bool | None = None) -> tuple[floa
     if far is None:
         (on_far, far_error), (on_near, near_error) = paired_loss(mine, theirs, True), paired_loss(mine, theirs, False)
         return on_far - on_near, math.hypot(far_error, near_error)
-    differences = [a - b for a, b, is_far in zip(mine["losses"], theirs["losses"], mine["far"]) if is_far == far]
-    mean = sum(differences) / len(differences)
-    variance = sum((d - mean) ** 2 for d in differences) / max(len(differences) - 1, 1)
-    return mean, math.sqrt(variance / len(differences))
+    return mean_and_error([a - b for a, b, is_far in zip(mine["losses"], theirs["losses"], mine["far"])
+                           if is_far == far])
 
 
 def loss_cells(mine: dict, theirs: dict | None) -> list[str]:
@@ -128,8 +123,8 @@ def long_range_table() -> str:
                    key=lambda name: (not name.startswith("sdpa"), name))  # the softmax readers first
     if not names:
         return "Long-range masked-LM loss (`long_range.py`): not run."
-    before, after = read_result("long_range", TRUNCATED), read_result("long_range", f"{TRUNCATED}@mlm_512")
     results = {name: read_result("long_range", name) for name in names}
+    before, after = results.get(TRUNCATED), results.get(f"{TRUNCATED}@mlm_512")
     versus_chunks = [[f"`{name}`", f"{mine['length']:,}", *loss_cells(mine, after if "mlm" in name else before)]
                      for name, mine in results.items()]
     versus_window = [[f"`{name}`", *loss_cells(results[name], results[f"{name}-window-alone"])]

@@ -68,8 +68,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     training_args, options = build_parser().parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
-    options.attention_config = with_window_settings(options.attention_config, options.local_window,
-                                                    options.global_tokens)
+    options.attention_config = with_window_settings(options.attention_config, options)
     options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 

@@ -79,9 +79,14 @@ def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dr
                          "local_window (e.g. --local_window 128), or drop the option.")
 
 
-def mechanism_weights(model: nn.Module) -> list[list[float]]:
-    """Each hybrid layer's per-head weight on the mechanism's part, ``sigma(mechanism_logit)``."""
-    return [layer.window.mechanism_weight().detach().float().cpu().tolist() for layer in hybrid_layers(model)]
+def mechanism_weights(model: nn.Module) -> list[list[float] | None]:
+    """Per attention layer of ``model``, in order, its per-head weight on the mechanism's part,
+    ``sigma(mechanism_logit)``, or None for a layer without a window (``local_window_every``); ``[]`` when no layer
+    has a mechanism beside a window."""
+    if not has_hybrid_layers(model):
+        return []
+    return [module.window.mechanism_weight().detach().float().cpu().tolist() if module.window is not None else None
+            for module in model.modules() if isinstance(module, EfficientAttention)]
 
 
 def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate") -> None:
@@ -90,6 +95,6 @@ def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rat
     layers = hybrid_layers(model)
     if not layers or bool(torch.isfinite(torch.cat([layer.window.mechanism_logit for layer in layers])).all()):
         return
-    index = next(i for i, layer in enumerate(layers) if not bool(torch.isfinite(layer.window.mechanism_logit).all()))
-    raise FloatingPointError(f"The mechanism weight of hybrid layer {index} (window.mechanism_logit) became "
-                             f"{layers[index].window.mechanism_logit.detach().tolist()} in training: {fix}.")
+    layer = next(layer for layer in layers if not bool(torch.isfinite(layer.window.mechanism_logit).all()))
+    raise FloatingPointError(f"The mechanism weight of layer {layer.layer_idx} (window.mechanism_logit) became "
+                             f"{layer.window.mechanism_logit.detach().tolist()} in training: {fix}.")

@@ -1,18 +1,20 @@
-"""The local-window options that ``hf-effattn convert`` and the fine-tuning scripts share: ``--local_window`` and
-``--global_tokens`` (:func:`add_window_arguments`), merged into the attention settings
+"""The local-window options that ``hf-effattn convert`` and the fine-tuning scripts share: ``--local_window``,
+``--global_tokens`` and ``--local_window_every`` (:func:`add_window_arguments`), merged into the attention settings
 (:func:`with_window_settings`)."""
 
 from __future__ import annotations
 
 from .argument_types import positive_int
+from .modeling.configuration_effattn import WINDOW_SETTINGS
 
 
-def with_window_settings(attention_config: dict | None, local_window: int | None,
-                         global_tokens: int | None) -> dict | None:
-    """``--attention_config`` with ``--local_window`` and ``--global_tokens`` merged in (None when none is given);
-    a window setting given in both places with two values raises."""
+def with_window_settings(attention_config: dict | None, options) -> dict | None:
+    """``--attention_config`` with the window options of the parsed ``options`` (``--local_window``,
+    ``--global_tokens``, ``--local_window_every``) merged in (None when none is given); a window setting given in
+    both places with two values raises."""
     settings = dict(attention_config or {})
-    for name, value in {"local_window": local_window, "global_tokens": global_tokens}.items():
+    for name in WINDOW_SETTINGS:
+        value = getattr(options, name)
         if value is None:
             continue
         if settings.get(name, value) != value:
@@ -23,7 +25,7 @@ def with_window_settings(attention_config: dict | None, local_window: int | None
 
 
 def add_window_arguments(group) -> None:
-    """``--local_window`` and ``--global_tokens``, merged into the attention settings by
+    """``--local_window``, ``--global_tokens`` and ``--local_window_every``, merged into the attention settings by
     :func:`with_window_settings`."""
     group.add_argument("--local_window", type=positive_int, default=None, metavar="W",
                        help="Exact softmax over the tokens at most W // 2 positions away, beside the mechanism (a "
@@ -31,3 +33,6 @@ def add_window_arguments(group) -> None:
     group.add_argument("--global_tokens", type=positive_int, default=None, metavar="G",
                        help="With --local_window: the first G tokens ([CLS]) attend to, and are attended by, every "
                             "token exactly.")
+    group.add_argument("--local_window_every", type=positive_int, default=None, metavar="K",
+                       help="With --local_window: the window in layers 0, K, 2K, ... only, the others running the "
+                            "mechanism alone (default: 1, every layer).")

@@ -284,6 +284,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         window_weights=content.window_weights,
         local_window=content.attention_config.get("local_window"),
         global_tokens=content.attention_config.get("global_tokens"),
+        local_window_every=content.attention_config.get("local_window_every", 1),
         shared_normaliser=issubclass(get_attention_class(content.attention_type), KernelAttention),
         lora=content.lora,
         extension=content.extension and {**content.extension, "parameters": ", ".join(

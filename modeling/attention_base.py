@@ -14,9 +14,10 @@ A mechanism implements :meth:`EfficientAttention.attend` (the same arguments, pl
 projections when the caller has them already); the base class's ``forward`` checks the length and runs it, alone
 or beside the exact local window.
 
-The local window (``local_window``, ``global_tokens``: settings every mechanism has, off by default, see
-``local_window.py``): each token attends exactly, with softmax, to the tokens within ``local_window // 2`` ranks of
-it (and to the global tokens), and through the mechanism to the rest. Two ways of putting the parts together:
+The local window (``local_window``, ``global_tokens``, ``local_window_every``: settings every mechanism has, off by
+default, see ``local_window.py``): each token attends exactly, with softmax, to the tokens within ``local_window // 2``
+ranks of it (and to the global tokens), and through the mechanism to the rest, in every layer or in one layer of
+``local_window_every`` (the others run the mechanism alone). Two ways of putting the parts together:
 
 * kernelized mechanisms (``kernel_attention.py``) share one normaliser: the mechanism's terms stand for the keys
   outside the window, weighted per head by ``sigma(mechanism_logit)`` (LoLCATs);
@@ -34,7 +35,7 @@ on a mechanism's name:
   model's positions are extended (``from_pretrained(..., max_length=N)``, ``position_extension``).
 * ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``; with a local window every
   mechanism has them, since the window needs them).
-* ``takes_local_window``: takes the ``local_window`` and ``global_tokens`` settings (softmax attention does not: it
+* ``takes_local_window``: takes the window settings (softmax attention does not: it
   is exact over every token already).
 
 Settings are a frozen dataclass per mechanism (``settings_class``, a subclass of :class:`AttentionSettings`),
@@ -94,10 +95,13 @@ class AttentionSettings:
     ``local_window``: w, each token attends exactly to the real tokens at most ``w // 2`` ranks away, beside the
     mechanism (``local_window.py``); None (the default) runs the mechanism alone, as published.
     ``global_tokens``: g, the first g real tokens ([CLS]) attend to, and are attended by, every token exactly
-    (Longformer's global attention); needs ``local_window``."""
+    (Longformer's global attention); needs ``local_window``.
+    ``local_window_every``: k, the window only in layers 0, k, 2k, ... (a share 1/k of the layers), the others
+    running the mechanism alone; 1 (the default) puts it in every layer. Needs ``local_window``."""
 
     local_window: int | None = setting(None, int, minimum=2, none_means="no window: the mechanism alone")
     global_tokens: int = setting(0, int, minimum=0)
+    local_window_every: int = setting(1, int, minimum=1)
 
     def __post_init__(self):
         """Check every field against its declared spec; store ``int``/``float`` values as that kind."""
@@ -119,13 +123,17 @@ class AttentionSettings:
         """The mechanism's own shape-dependent constraints (subclasses override)."""
 
     def check_window(self, max_length: int | None) -> None:
-        """``local_window`` fits the maximum length; ``global_tokens`` come with a window."""
+        """``local_window`` fits the maximum length; ``global_tokens`` and ``local_window_every`` come with a
+        window."""
         if self.local_window is not None and max_length:
             require(self.local_window <= max_length, "local_window", self.local_window,
                     f"at most the model's maximum length {max_length} (a window that covers the whole input is full "
                     "softmax attention: use attention_type='sdpa')")
         require(self.global_tokens == 0 or self.local_window is not None, "global_tokens", self.global_tokens,
                 "0 without a local window (global tokens are exact attention beside the window): set local_window too")
+        require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
+                self.local_window_every, "1 without a local window (it chooses the layers that get one): set "
+                "local_window too")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -192,7 +200,7 @@ class EfficientAttention(nn.Module):
         if self.needs_max_length and not max_length:
             raise ValueError(f"The {self.name!r} attention needs the model's maximum length (max_length).")
         settings.check(hidden_size, num_heads, max_length)
-        self.window = self.build_window(num_heads, settings)
+        self.window = self.build_window(num_heads, settings, layer_idx)
         self.parts = "both"  # with a window: "both", or "window" / "mechanism" alone (see :meth:`forward`)
         if self.window is not None:
             self.uses_query_key = True  # the window attends with the query and key projections
@@ -207,9 +215,10 @@ class EfficientAttention(nn.Module):
             self.key = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
 
-    def build_window(self, num_heads: int, settings: AttentionSettings) -> LocalWindow | None:
-        """The exact local window beside the mechanism (with its per-head weight), or None without one."""
-        if settings.local_window is None:
+    def build_window(self, num_heads: int, settings: AttentionSettings, layer_idx: int) -> LocalWindow | None:
+        """The exact local window beside the mechanism (with its per-head weight), or None without one (no
+        ``local_window``, or a layer that ``local_window_every`` leaves to the mechanism alone)."""
+        if settings.local_window is None or layer_idx % settings.local_window_every:
             return None
         return LocalWindow(num_heads, settings.local_window, settings.global_tokens,
                            mechanism_weight=self.initial_mechanism_weight)
@@ -239,8 +248,10 @@ class EfficientAttention(nn.Module):
         ``sigmoid(window.mechanism_logit)`` ``[h]``; the global tokens' rows are the window's alone (exact)."""
         projections = self.project(hidden_states)
         window = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
-        if self.parts == "window":
-            return AttentionOutput(self.merge_heads(window.context), attentions=window.attentions)
+        if self.parts == "window":  # the mechanism's output unused; a state it carries still reaches later layers
+            state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
+                if self.carries_state else None
+            return AttentionOutput(self.merge_heads(window.context), state, attentions=window.attentions)
         mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
         mixed = (1 - weight) * window.context + weight * self.split_heads(mechanism.context)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, setting
+from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, require, setting
 from .attention_registry import register_attention
 
 
@@ -26,6 +26,12 @@ class LocalSettings(AttentionSettings):
     ``global_tokens``: the first g real tokens attend to, and are attended by, every token."""
 
     local_window: int = setting(128, int, minimum=2)
+
+    def check_window(self, max_length):
+        require(self.local_window_every == 1, "local_window_every", self.local_window_every,
+                "1 for the window alone (a layer of 'local' without its window would attend to nothing): for a window "
+                "in some layers only, put it beside a mechanism")
+        super().check_window(max_length)
 
 
 @register_attention("local")

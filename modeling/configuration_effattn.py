@@ -38,7 +38,7 @@ from .attentions import build_settings
 from .settings import Spec, checked
 
 # The settings every mechanism has (``attention_base.AttentionSettings``), also accepted as keyword arguments.
-WINDOW_SETTINGS = ("local_window", "global_tokens")
+WINDOW_SETTINGS = ("local_window", "global_tokens", "local_window_every")
 
 # The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
 CONFIG_SPECS = {
@@ -96,7 +96,7 @@ class EffAttnConfigMixin:
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
         """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
-        or a window setting (``local_window``, ``global_tokens``) among ``kwargs`` (as ``AutoConfig`` /
+        or a window setting (``local_window``, ``global_tokens``, ``local_window_every``) among ``kwargs`` (as ``AutoConfig`` /
         ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them; ``None`` keeps the
         saved value) takes the saved one's place before validation. Settings update the saved ones key by key;
         another ``attention_type`` starts from its own defaults, never from the saved mechanism's settings."""

@@ -20,13 +20,14 @@ class Row:
     """One model of the benchmark: an attention (with its window settings) converted from MiniLM at 512 and put
     through the same stages, extension to 2,048, long attention transfer and masked-LM pretraining, with the same
     budget. ``transfer_window_dropout`` / ``mlm_window_dropout``: the share of steps with the window switched off
-    (hybrids only)."""
+    (hybrids only); ``transfer_steps``: a lever's own transfer budget (None: the run's, ``--transfer_steps``)."""
 
     name: str
     attention: str
     settings: dict = field(default_factory=dict)
     transfer_window_dropout: float = 0.0
     mlm_window_dropout: float = 0.0
+    transfer_steps: int | None = None
     what: str = ""
 
     @property
@@ -34,12 +35,15 @@ class Row:
         return self.attention != "local" and "local_window" in self.settings
 
 
-def hybrid(mechanism: str, window: int = WINDOW, suffix: str = "", **dropouts) -> Row:
+def hybrid(mechanism: str, window: int = WINDOW, lever: tuple[str, str] = ("", ""), settings: dict | None = None,
+           **budget) -> Row:
     """A mechanism beside a window, with the default window dropout (a share of 0.25 of the transfer steps and 0.1 of
-    the masked-LM steps) unless ``dropouts`` say otherwise."""
-    dropouts = {"transfer_window_dropout": 0.25, "mlm_window_dropout": 0.1, **dropouts}
-    what = f"{mechanism} beside a {window}-token window" + (", no window dropout" if suffix else "")
-    return Row(f"{mechanism}-w{window}{suffix}", mechanism, {"local_window": window}, **dropouts, what=what)
+    the masked-LM steps) unless ``budget`` says otherwise; ``lever``: the name's suffix and the words of a lever
+    tried on it, ``settings``: window settings beside ``local_window``."""
+    budget = {"transfer_window_dropout": 0.25, "mlm_window_dropout": 0.1, **budget}
+    suffix, note = lever
+    return Row(f"{mechanism}-w{window}{suffix}", mechanism, {"local_window": window, **(settings or {})}, **budget,
+               what=f"{mechanism} beside a {window}-token window" + (f", {note}" if note else ""))
 
 
 ROWS = {row.name: row for row in [
@@ -51,7 +55,10 @@ ROWS = {row.name: row for row in [
     *(Row(mechanism, mechanism, what=f"{mechanism} alone") for mechanism in MECHANISMS),
     *(hybrid(mechanism) for mechanism in MECHANISMS),
     hybrid("kerformer", 64), hybrid("kerformer", 256),
-    hybrid("kerformer", suffix="-no-dropout", transfer_window_dropout=0.0, mlm_window_dropout=0.0),
+    hybrid("kerformer", lever=("-no-dropout", "no window dropout"), transfer_window_dropout=0.0,
+           mlm_window_dropout=0.0),
+    hybrid("kerformer", lever=("-transfer600", "600 transfer steps"), transfer_steps=600),
+    hybrid("kerformer", lever=("-every2", "in every other layer"), settings={"local_window_every": 2}),
 ]}
 
 

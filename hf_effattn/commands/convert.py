@@ -103,8 +103,7 @@ def run(args) -> int:
     check_options(args)
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
     model, report = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
-                            attention_config=with_window_settings(args.attention_config, args.local_window,
-                                                                  args.global_tokens),
+                            attention_config=with_window_settings(args.attention_config, args),
                             convert_attention=args.convert_attention,
                             ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
                             max_length=args.max_length, image_size=args.image_size,

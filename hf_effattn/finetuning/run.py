@@ -63,7 +63,7 @@ class Recipe:
 
     def parse_args(self, argv: list[str] | None = None):
         args = self.build_parser().parse_args(argv)
-        args.attention_config = with_window_settings(args.attention_config, args.local_window, args.global_tokens)
+        args.attention_config = with_window_settings(args.attention_config, args)
         return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:

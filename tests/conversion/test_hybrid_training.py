@@ -62,6 +62,23 @@ def test_conversion_with_transfer_reports_the_weights_and_the_window_alone(sourc
     assert reloaded.config.attention_config["local_window"] == 8
 
 
+def test_a_window_in_one_layer_of_two_is_reported_for_that_layer_only(source, tmp_path, capsys):
+    cli.main(["convert", source, "--attention_type", "dba", "--local_window", "8", "--local_window_every", "2",
+              "--transfer_data", texts_file(tmp_path), "--transfer_steps", "2", "--transfer_batch_size", "4",
+              "--output_dir", str(tmp_path / "out")])
+    report = json.loads((tmp_path / "out" / "attention_transfer.json").read_text())
+    assert [layer["mechanism_weight"] is None for layer in report["layers"]] == [False, True]
+    assert [layer["mse_after_window_alone"] is None for layer in report["layers"]] == [False, True]
+    printed = capsys.readouterr().out
+    assert "beside the local window" in printed and len(report["layers"][0]["mechanism_weight"]) == 4
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "in one layer of 2 (the others run dba alone)" in card
+    table = card[card.index("| Layer | Mechanism weight"):].split("\n\n")[0].splitlines()
+    assert [row.split("|")[1].strip() for row in table[2:]] == ["0"]
+    reloaded = transformers.AutoModel.from_pretrained(tmp_path / "out", trust_remote_code=True)
+    assert [layer.attention.self.window is not None for layer in reloaded.encoder.layer] == [True, False]
+
+
 def test_sparse_prediction_gives_the_loss_of_the_full_logits():
     torch.manual_seed(0)
     model = hf_effattn.EffAttnRobertaForMaskedLM(text_config("dba+window")).eval()
@@ -108,6 +125,8 @@ def convert_refusal(capsys, tmp_path, source, *options) -> str:
      "local_window=64: it must be at most the model's maximum length"),
     (["--attention_type", "kerformer", "--local_window", "0"], "argument --local_window: expected an integer >= 1"),
     (["--attention_type", "kerformer", "--global_tokens", "1"], "global_tokens=1: it must be 0 without a local window"),
+    (["--attention_type", "kerformer", "--local_window_every", "2"],
+     "local_window_every=2: it must be 1 without a local window"),
     (["--attention_type", "sdpa", "--local_window", "4"], "use attention_type='local'"),
     (["--local_window", "4"], "use attention_type='local'"),  # a RoBERTa keeps its softmax without --attention_type
     (["--attention_type", "dba", "--local_window", "4", "--transfer_window_dropout", "0.2"],

@@ -133,10 +133,43 @@ def test_memory_grows_linearly_and_never_quadratically(name):
     ({"local_window": -4}, "local_window=-4"),
     ({"global_tokens": 1}, "global_tokens=1: it must be 0 without a local window"),
     ({"local_window": 8.0}, "local_window=8.0"),
+    ({"local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
+    ({"local_window": 8, "local_window_every": 0}, "local_window_every=0: it must be a positive integer"),
 ])
 def test_window_settings_are_checked_like_every_other(settings, message):
     with pytest.raises((ValueError, TypeError), match=message):
         hf_effattn.build_attention("kerformer", 16, 2, settings, max_length=16)
+
+
+def test_the_window_alone_is_in_every_layer():
+    with pytest.raises(ValueError, match="local_window_every=2: it must be 1 for the window alone"):
+        hf_effattn.build_attention("local", 16, 2, {"local_window": 8, "local_window_every": 2}, max_length=16)
+
+
+@pytest.mark.parametrize("name", ["kerformer", "singularformer"])
+def test_a_window_in_one_layer_of_k_leaves_the_others_to_the_mechanism_alone(name, tmp_path):
+    """With ``local_window_every=2`` layers 0 and 2 of 4 are hybrids and layers 1 and 3 are the mechanism as
+    published: the same outputs as the same weights in a model without a window (only the window's weights are
+    absent there), and the setting survives a save and reload."""
+    model = hf_effattn.create_model(f"roberta-base/{name}", local_window=8, local_window_every=2, num_hidden_layers=4,
+                                    hidden_size=32, num_attention_heads=2, intermediate_size=64).eval()
+    layers = [layer.attention.self for layer in model.encoder.layer]
+    assert [attn.window is not None for attn in layers] == [True, False, True, False]
+    weights = mechanism_weights(model)
+    assert [w is None for w in weights] == [False, True, False, True] and len(weights[0]) == 2
+    alone = hf_effattn.create_model(f"roberta-base/{name}", num_hidden_layers=4, hidden_size=32,
+                                    num_attention_heads=2, intermediate_size=64).eval()
+    for layer in (1, 3):
+        alone.encoder.layer[layer].load_state_dict(model.encoder.layer[layer].state_dict())
+        x = torch.randn(2, 20, 32)
+        mask = torch.ones(2, 20, dtype=torch.bool)
+        torch.testing.assert_close(model.encoder.layer[layer].attention.self(x, mask).context,
+                                   alone.encoder.layer[layer].attention.self(x, mask).context)
+    model.save_pretrained(tmp_path)
+    reloaded = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path).eval()
+    assert reloaded.config.attention_config["local_window_every"] == 2
+    ids = torch.randint(5, 100, (1, 24))
+    torch.testing.assert_close(reloaded(ids).last_hidden_state, model(ids).last_hidden_state)
 
 
 @pytest.mark.parametrize("name", ["sdpa", "eager"])
@@ -203,5 +236,5 @@ def test_a_mechanism_weight_that_is_no_number_is_caught_and_named():
     check_mechanism_weights(model)
     with torch.no_grad():
         model.encoder.layer[1].attention.self.window.mechanism_logit[3] = math.nan
-    with pytest.raises(FloatingPointError, match="hybrid layer 1 .*lower the learning rate"):
+    with pytest.raises(FloatingPointError, match="of layer 1 .*lower the learning rate"):
         check_mechanism_weights(model)

@@ -12,7 +12,8 @@ from hf_effattn.modeling import attention_registry
 from helpers.mechanisms import MECHANISMS
 
 CAPABILITIES = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
-NO_WINDOW = {"local_window": None, "global_tokens": 0}  # the window settings every mechanism has, off by default
+# the window settings every mechanism has, off by default
+NO_WINDOW = {"local_window": None, "global_tokens": 0, "local_window_every": 1}
 
 
 @pytest.fixture
@@ -148,4 +149,5 @@ def test_describe_attention_paper_defaults():
     }
     assert hf_effattn.describe_attention("linear")["defaults"] == {**NO_WINDOW, "eps": 1e-6}
     assert hf_effattn.describe_attention("cosformer")["defaults"] == {**NO_WINDOW, "eps": 1e-6}
-    assert hf_effattn.describe_attention("local")["defaults"] == {"local_window": 128, "global_tokens": 0}
+    assert hf_effattn.describe_attention("local")["defaults"] == {"local_window": 128, "global_tokens": 0,
+                                                                "local_window_every": 1}

@@ -94,7 +94,7 @@ class TransferReport:
             lines.append(f"beside the local window (window dropout {self.window_dropout:g}): per layer, the MSE after "
                          "with the mechanism's part switched off, and its weight per head")
             lines += [f"{r.layer:>5}  {r.mse_after_window_alone:>10.4g}  "
-                      + " ".join(f"{w:.3f}" for w in r.mechanism_weight) for r in self.layers]
+                      + " ".join(f"{w:.3f}" for w in r.mechanism_weight) for r in self.layers if r.mechanism_weight]
         lines.append(f"last hidden state, token cosine to the teacher: {self.hidden_cosine_before:.4f} -> "
                      f"{self.hidden_cosine_after:.4f}")
         if self.longest_input is not None:
@@ -107,7 +107,8 @@ class TransferReport:
 def layer_reports(before: list[tuple[float, float]], after: list[tuple[float, float]],
                   weights: list | None = None, window_alone: list | None = None) -> list[LayerTransfer]:
     """Per layer, the ``(MSE, cosine)`` measured before and after the transfer, as the report's rows; with a local
-    window, each layer's mechanism weights per head and its MSE after with the window alone."""
+    window, each layer's mechanism weights per head and its MSE after with the window alone (None for a layer without
+    a window)."""
     weights, window_alone = weights or [None] * len(after), window_alone or [None] * len(after)
-    return [LayerTransfer(i, b[0], a[0], b[1], a[1], w, alone)
+    return [LayerTransfer(i, b[0], a[0], b[1], a[1], w, alone if w is not None else None)
             for i, (b, a, w, alone) in enumerate(zip(before, after, weights, window_alone))]

@@ -35,8 +35,8 @@ on a mechanism's name:
   model's positions are extended (``from_pretrained(..., max_length=N)``, ``position_extension``).
 * ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``; with a local window every
   mechanism has them, since the window needs them).
-* ``takes_local_window``: takes the window settings (softmax attention does not: it
-  is exact over every token already).
+* ``takes_local_window``: takes the window settings (softmax attention does not: it is exact over every token
+  already).
 
 Settings are a frozen dataclass per mechanism (``settings_class``, a subclass of :class:`AttentionSettings`),
 built from a plain dict (``attention_config``) by :func:`build_settings`, which rejects unknown names. The

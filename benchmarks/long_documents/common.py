@@ -58,7 +58,8 @@ ROWS = {row.name: row for row in [
     hybrid("kerformer", lever=("-no-dropout", "no window dropout"), transfer_window_dropout=0.0,
            mlm_window_dropout=0.0),
     hybrid("kerformer", lever=("-transfer600", "600 transfer steps"), transfer_steps=600),
-    hybrid("kerformer", lever=("-every2", "in every other layer"), settings={"local_window_every": 2}),
+    *(hybrid(mechanism, lever=("-every2", "in every other layer"), settings={"local_window_every": 2})
+      for mechanism in ("kerformer", "singularformer")),
 ]}
 
 

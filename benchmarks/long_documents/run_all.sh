@@ -41,9 +41,9 @@ case "${1:-}" in
     hybrids="kerformer-w128 dba-w128 singularformer-w128 psf-w128"
     python long_range.py --readers $(readers "$hybrids")
     # the levers: no window dropout, the window sweep (each window also alone), four times the transfer steps, and
-    # the window in every other layer
+    # the window in every other layer (Kerformer's and Singularformer's)
     levers="kerformer-w128-no-dropout kerformer-w256 local-w256 kerformer-w64 local-w64 kerformer-w128-transfer600
-            kerformer-w128-every2"
+            kerformer-w128-every2 singularformer-w128-every2"
     python pretrain.py --rows $levers --stages extend transfer mlm
     python long_range.py --readers $(readers "$levers")
     python represent.py --readers $(readers "$hybrids") $(readers "$levers")

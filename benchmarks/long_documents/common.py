@@ -94,6 +94,15 @@ def read_result(kind: str, name: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def kept(kind: str, name: str, again: bool) -> bool:
+    """Whether result ``kind/name`` exists and stays (``again`` not asked): then it says so. A finished measurement
+    is never overwritten unasked."""
+    if again or read_result(kind, name) is None:
+        return False
+    print(f"results/{kind}/{name}.json exists: kept (--again measures it anew)")
+    return True
+
+
 def mean_and_error(values: list[float]) -> tuple[float, float]:
     """The mean and its standard error (0 for a single value)."""
     mean = statistics.fmean(values)

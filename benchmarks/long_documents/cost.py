@@ -27,7 +27,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from common import LONG, ROWS, default_device, read_jsonl, set_threads, write_result
+from common import LONG, ROWS, default_device, kept, read_jsonl, set_threads, write_result
 
 KIND = "cost"
 COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
@@ -131,12 +131,15 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no_attention_dropout", action="store_true",
                         help="every row without dropout on its attention probabilities (MiniLM's is 0.1)")
+    parser.add_argument("--again", action="store_true", help="measure anew where this measurement's result exists")
     args = parser.parse_args()
+    name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
+    name += "_no_attention_dropout" if args.no_attention_dropout else ""
+    if kept(KIND, name, args.again):
+        return
     set_threads(args.threads)
     dropout = 0.0 if args.no_attention_dropout else None
     results = measure(args.rows, args.length, args.masked_lm, args.repeats, dropout)
-    name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
-    name += "_no_attention_dropout" if args.no_attention_dropout else ""
     write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
                               "attention_dropout": "MiniLM's (0.1)" if dropout is None else dropout,
                               "device": str(default_device()), "steps": results,

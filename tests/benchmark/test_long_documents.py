@@ -1,5 +1,6 @@
 """The long-document benchmark's own logic (benchmarks/long_documents): cleaning, masking, windows, its rows
-and stages, the readers of documents, the retrieval passages, the far masked words and the paired differences."""
+and stages, the readers of documents, the retrieval passages, the far masked words, the paired differences, and the
+measurements kept unless asked again."""
 
 import sys
 from pathlib import Path
@@ -133,3 +134,26 @@ def test_long_range_differences_are_paired_on_the_same_tokens():
     assert tables.paired_loss(mine, theirs, False) == pytest.approx((0.5, 0.5))  # differences 0, +1
     difference, error = tables.paired_loss(mine, theirs)
     assert difference == pytest.approx(-0.5) and error == pytest.approx((1.0 + 0.25) ** 0.5)
+
+
+def test_a_finished_measurement_is_kept_unless_asked_again(tmp_path, monkeypatch, capsys):
+    import json
+
+    import common
+    import cost
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    monkeypatch.setattr(cost, "set_threads", lambda threads: None)
+    path = tmp_path / "cost" / "2048.json"
+    path.parent.mkdir()
+    path.write_text('{"steps": {"sdpa": {}}}\n')
+    monkeypatch.setattr(cost, "measure", lambda *args: pytest.fail("measured over a finished result"))
+    monkeypatch.setattr(sys, "argv", ["cost.py", "--length", "2048"])
+    cost.main()
+    assert path.read_text() == '{"steps": {"sdpa": {}}}\n'
+    assert "results/cost/2048.json exists: kept (--again measures it anew)" in capsys.readouterr().out
+    measured = {"sdpa": {"step_seconds": 1.0, "all_seconds": [1.0], "peak_mib": 2.0}}
+    monkeypatch.setattr(cost, "measure", lambda *args: measured)
+    monkeypatch.setattr(sys, "argv", ["cost.py", "--length", "2048", "--again"])
+    cost.main()
+    assert json.loads(path.read_text())["steps"] == measured

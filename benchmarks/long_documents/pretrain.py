@@ -214,7 +214,8 @@ def convert_command(row, args, transfer: bool) -> list[str]:
         command.append("--convert_attention")
     if transfer:
         command += ["--transfer_data", str(DATA / "mlm_train.jsonl"), "--transfer_max_length", str(LONG),
-                    "--transfer_batch_size", str(args.batch_size), "--transfer_steps", str(row.transfer_steps or args.transfer_steps),
+                    "--transfer_batch_size", str(args.batch_size),
+                    "--transfer_steps", str(row.transfer_steps or args.transfer_steps),
                     "--transfer_learning_rate", str(args.transfer_learning_rate)]
         if row.transfer_window_dropout:
             command += ["--transfer_window_dropout", str(row.transfer_window_dropout)]

@@ -98,8 +98,9 @@ class EffAttnConfigMixin:
         """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
         or a window setting (``local_window``, ``global_tokens``, ``local_window_every``) among ``kwargs`` (as
         ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them;
-        ``None`` keeps the saved value) takes the saved one's place before validation. Settings update the saved ones key by key;
-        another ``attention_type`` starts from its own defaults, never from the saved mechanism's settings."""
+        ``None`` keeps the saved value) takes the saved one's place before validation. Settings update the saved
+        ones key by key; another ``attention_type`` starts from its own defaults, never from the saved mechanism's
+        settings."""
         config_dict = dict(config_dict)
         attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
         window = {name: value for name in WINDOW_SETTINGS if (value := kwargs.pop(name, None)) is not None}

@@ -248,9 +248,10 @@ class EfficientAttention(nn.Module):
         ``sigmoid(window.mechanism_logit)`` ``[h]``; the global tokens' rows are the window's alone (exact)."""
         projections = self.project(hidden_states)
         window = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
-        if self.parts == "window":  # the mechanism's output unused; a state it carries still reaches later layers
+        if self.parts == "window":  # the mechanism's output unused; the state it carries still reaches the layers
+            # that run it alone (those that local_window_every leaves without a window)
             state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
-                if self.carries_state else None
+                if self.carries_state and self.settings.local_window_every > 1 else None
             return AttentionOutput(self.merge_heads(window.context), state, attentions=window.attentions)
         mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]

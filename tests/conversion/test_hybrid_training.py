@@ -75,6 +75,8 @@ def test_a_window_in_one_layer_of_two_is_reported_for_that_layer_only(source, tm
     assert "in one layer of 2 (the others run dba alone)" in card
     table = card[card.index("| Layer | Mechanism weight"):].split("\n\n")[0].splitlines()
     assert [row.split("|")[1].strip() for row in table[2:]] == ["0"]
+    transfer_rows = card[card.index("| Layer | MSE before"):].split("\n\n")[0].splitlines()[2:]
+    assert [row.count("|") for row in transfer_rows] == [7, 7] and transfer_rows[1].endswith("| - |")
     reloaded = transformers.AutoModel.from_pretrained(tmp_path / "out", trust_remote_code=True)
     assert [layer.attention.self.window is not None for layer in reloaded.encoder.layer] == [True, False]
 

@@ -3,9 +3,11 @@
 
 Each row of ``common.ROWS`` (its attention and window, not its trained weights: the cost does not depend on them) is
 MiniLM-L6-H384 converted as ``pretrain.py`` converts it, extended to the length, with a new 5-label classification
-head; one step is forward, backward and an AdamW step on one real document's first tokens (batch 1). The rows take
-turns (``--repeats`` rounds after a warm-up, one thread: the median of each is kept, so that a noisy machine slows
-every row alike), and each step's peak memory is PyTorch's allocator's (``hf_effattn.benchmark.measuring``).
+head; one step is forward, backward and an AdamW step on one real document's first tokens (batch 1; ``--batch_size``
+repeats it). The rows take turns (``--repeats`` rounds after a warm-up, one thread: the median of each is kept, so
+that a noisy machine slows every row alike), and each step's peak memory is PyTorch's allocator's
+(``hf_effattn.benchmark.measuring``). It runs on CUDA where there is one; ``--dtype bfloat16`` runs the step under
+bfloat16 autocast (mixed precision, as users train on a GPU).
 
 MiniLM trains with dropout on its attention probabilities (0.1), which takes PyTorch's CPU ``sdpa`` off its fused
 kernel onto one that writes the N x N probabilities out; ``--no_attention_dropout`` measures every row with it off
@@ -15,11 +17,13 @@ kernel onto one that writes the N x N probabilities out; ``--no_attention_dropou
 and only at the masked ones (``sparse``, ModernBERT's sparse prediction, what ``run_mlm.py`` does).
 
 Results: ``results/cost/<length>.json`` (``<length>_no_attention_dropout.json``) and
-``results/cost/masked_lm_<length>.json``.
+``results/cost/masked_lm_<length>.json``; on CUDA, in bfloat16 or with a larger batch the name says so
+(``2048_cuda_bfloat16_batch8.json``).
 
     python benchmarks/long_documents/cost.py --length 2048 --repeats 3
     python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout
     python benchmarks/long_documents/cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128
+    python benchmarks/long_documents/cost.py --length 8192 --dtype bfloat16 --batch_size 8   # on a GPU
 """
 
 from __future__ import annotations
@@ -28,6 +32,8 @@ import argparse
 import statistics
 
 from common import LONG, ROWS, default_device, kept, read_jsonl, set_threads, write_result
+
+from hf_effattn.argument_types import positive_int
 
 KIND = "cost"
 COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
@@ -47,8 +53,9 @@ def build(row_name: str, length: int, model_class, attention_dropout: float | No
                                        convert_attention=True, max_length=length, **extra).to(default_device()).train()
 
 
-def document_ids(length: int):
-    """The first ``length`` tokens (with [CLS] and [SEP]) of the first training document long enough, ``[1, N]``."""
+def document_ids(length: int, batch_size: int):
+    """The first ``length`` tokens (with [CLS] and [SEP]) of the first training document long enough, repeated
+    ``batch_size`` times: ``[batch_size, N]``."""
     from transformers import AutoTokenizer
 
     from pretrain import HEAD_FOLDER
@@ -57,25 +64,27 @@ def document_ids(length: int):
     for row in read_jsonl("mlm_train"):
         ids = tokenizer(row["text"], truncation=True, max_length=length, return_tensors="pt")["input_ids"]
         if ids.shape[1] == length:
-            return ids.to(default_device())
+            return ids.repeat(batch_size, 1).to(default_device())
     raise SystemExit(f"error: no training document has {length} tokens")
 
 
-def classification_step(model, ids):
+def classification_step(model, ids, dtype: str):
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
-    labels = torch.tensor([0], device=ids.device)
+    labels = torch.zeros(ids.shape[0], dtype=torch.long, device=ids.device)
 
     def step():
-        model(input_ids=ids, labels=labels).loss.backward()
+        with autocast(ids.device, dtype):
+            loss = model(input_ids=ids, labels=labels).loss
+        loss.backward()
         optimizer.step()
         optimizer.zero_grad()
 
     return step
 
 
-def masked_lm_step(model, ids, sparse: bool):
+def masked_lm_step(model, ids, sparse: bool, dtype: str):
     import torch
 
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
@@ -83,67 +92,100 @@ def masked_lm_step(model, ids, sparse: bool):
     labels = torch.where(torch.rand(ids.shape, generator=generator).to(ids.device) < 0.15, ids, -100)
 
     def step():
-        model(input_ids=ids, labels=labels, sparse_prediction=sparse).loss.backward()
+        with autocast(ids.device, dtype):
+            loss = model(input_ids=ids, labels=labels, sparse_prediction=sparse).loss
+        loss.backward()
         optimizer.step()
         optimizer.zero_grad()
 
     return step
 
 
-def subjects(rows: list[str], length: int, masked_lm: bool, attention_dropout: float | None) -> dict:
-    """The training steps to time, by name."""
+def autocast(device, dtype: str):
+    """bfloat16 autocast on ``device`` for ``dtype == "bfloat16"``, else nothing (float32)."""
+    import contextlib
+
+    import torch
+
+    if dtype == "float32":
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=getattr(torch, dtype))
+
+
+def subjects(args, attention_dropout: float | None) -> dict:
+    """The training steps to time, by name (``args``: the command line's)."""
     from hf_effattn import EffAttnRobertaForMaskedLM, EffAttnRobertaForSequenceClassification
 
-    ids = document_ids(length)
-    if not masked_lm:
-        return {row: classification_step(build(row, length, EffAttnRobertaForSequenceClassification,
-                                               attention_dropout), ids) for row in rows}
+    ids = document_ids(args.length, args.batch_size)
+    if not args.masked_lm:
+        return {row: classification_step(build(row, args.length, EffAttnRobertaForSequenceClassification,
+                                               attention_dropout), ids, args.dtype) for row in args.rows}
     steps = {}
-    for row in rows:
-        model = build(row, length, EffAttnRobertaForMaskedLM, attention_dropout)
-        steps.update({f"{row} dense": masked_lm_step(model, ids, False),
-                      f"{row} sparse": masked_lm_step(model, ids, True)})
+    for row in args.rows:
+        model = build(row, args.length, EffAttnRobertaForMaskedLM, attention_dropout)
+        steps.update({f"{row} dense": masked_lm_step(model, ids, False, args.dtype),
+                      f"{row} sparse": masked_lm_step(model, ids, True, args.dtype)})
     return steps
 
 
-def measure(rows: list[str], length: int, masked_lm: bool, repeats: int, attention_dropout: float | None) -> dict:
+def measure(args, attention_dropout: float | None) -> dict:
     """Median seconds and peak MiB of each subject's step, taking turns."""
     from hf_effattn.benchmark.measuring import peak_bytes, timed_seconds
 
     device = default_device()
-    steps = subjects(rows, length, masked_lm, attention_dropout)
+    steps = subjects(args, attention_dropout)
     for step in steps.values():
         step()  # warm-up; the optimizer's state exists before the measured steps
     times = {name: [] for name in steps}
-    for _ in range(repeats):
+    for _ in range(args.repeats):
         for name, step in steps.items():
             times[name].append(timed_seconds(step, device))
     return {name: {"step_seconds": statistics.median(times[name]), "all_seconds": times[name],
                    "peak_mib": peak_bytes(step, device) / 2**20} for name, step in steps.items()}
 
 
+def measurement_name(args) -> str:
+    """The result's name: ``[masked_lm_]<length>[_no_attention_dropout][_cuda][_bfloat16][_batch<B>]``."""
+    name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
+    name += "_no_attention_dropout" if args.no_attention_dropout else ""
+    name += "_cuda" if default_device().type == "cuda" else ""
+    name += "" if args.dtype == "float32" else f"_{args.dtype}"
+    return name + (f"_batch{args.batch_size}" if args.batch_size > 1 else "")
+
+
+def device_name() -> str:
+    """The device the steps ran on, with the GPU's name and PyTorch's version."""
+    import torch
+
+    device = default_device()
+    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
+    return f"{where} (torch {torch.__version__})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=COST_ROWS, choices=list(ROWS))
-    parser.add_argument("--length", type=int, default=LONG)
+    parser.add_argument("--length", type=positive_int, default=LONG)
     parser.add_argument("--masked_lm", action="store_true", help="the masked-LM step, dense and sparse")
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=positive_int, default=3)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--no_attention_dropout", action="store_true",
                         help="every row without dropout on its attention probabilities (MiniLM's is 0.1)")
+    parser.add_argument("--batch_size", type=positive_int, default=1, help="the document repeated this many times")
+    parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
+                        help="bfloat16: the step under bfloat16 autocast")
     parser.add_argument("--again", action="store_true", help="measure anew where this measurement's result exists")
     args = parser.parse_args()
-    name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
-    name += "_no_attention_dropout" if args.no_attention_dropout else ""
+    name = measurement_name(args)
     if kept(KIND, name, args.again):
         return
     set_threads(args.threads)
     dropout = 0.0 if args.no_attention_dropout else None
-    results = measure(args.rows, args.length, args.masked_lm, args.repeats, dropout)
+    results = measure(args, dropout)
     write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
                               "attention_dropout": "MiniLM's (0.1)" if dropout is None else dropout,
-                              "device": str(default_device()), "steps": results,
-                              "what": "one training step: forward, backward, AdamW step; batch 1"})
+                              "device": device_name(), "dtype": args.dtype, "batch_size": args.batch_size,
+                              "steps": results, "what": "one training step: forward, backward, AdamW step"})
     for subject, result in results.items():
         print(f"{subject:28s} {result['step_seconds']:8.2f} s  {result['peak_mib']:8.0f} MiB")
 

@@ -149,6 +149,7 @@ def long_range_table() -> str:
 NO_DROPOUT = "_no_attention_dropout"
 COSTS = {str(LONG): "at 2,048", f"{LONG}{NO_DROPOUT}": "at 2,048, no attention dropout",
          f"8192{NO_DROPOUT}": "at 8,192, no attention dropout"}
+GPU_COSTS = {f"{LONG}_cuda_bfloat16_batch8": "at 2,048, batch 8", "8192_cuda_bfloat16_batch2": "at 8,192, batch 2"}
 
 
 def cost_cell(name: str, measurement: str, key: str) -> str:
@@ -174,13 +175,35 @@ def sparse_prediction_table() -> str:
             + markdown_table(["row", "dense: s / step", "sparse: s / step", "sparse / dense"], rows))
 
 
+def relative_cost_table(measurements: dict[str, str]) -> str:
+    """Each row's step time and peak memory in each cost result of ``measurements`` (name: title), as multiples of
+    `sdpa`'s; the rows of the first result measured (every row where none is)."""
+    measured = next(filter(None, map(lambda name: read_result("cost", name), measurements)), None)
+    names = list(measured["steps"]) if measured else list(ROWS)
+    header = ["row", *(f"{kind} {title}" for title in measurements.values() for kind in ("step time", "peak memory"))]
+    body = [[f"`{name}`", *(cost_cell(name, measurement, key) for measurement in measurements
+                            for key in ("step_seconds", "peak_mib"))] for name in names]
+    return markdown_table(header, body)
+
+
+def gpu_cost_table() -> str:
+    """The same step on a GPU (``cost.py --dtype bfloat16 --batch_size B`` where CUDA is), where it was measured."""
+    measured = [read_result("cost", name) for name in GPU_COSTS]
+    if not any(measured):
+        return ""
+    first = next(filter(None, measured))
+    softmax = ", ".join(f"{result['steps']['sdpa']['step_seconds'] * 1000:.0f} ms and "
+                        f"{result['steps']['sdpa']['peak_mib'] / 1024:.1f} GiB {title}"
+                        for result, title in zip(measured, GPU_COSTS.values()) if result)
+    return (f"\n\nOn a GPU, {first['device']}: the same step under bfloat16 autocast, the document repeated into a "
+            f"batch of 16,384 tokens, MiniLM's attention dropout, median of {first['repeats']}; MiniLM's configuration "
+            "with random weights (the checkpoint stayed on this machine; the cost does not depend on the weights); "
+            f"`sdpa` itself: "
+            f"{softmax}.\n\n" + relative_cost_table(GPU_COSTS))
+
+
 def cost_table() -> str:
     measured = read_result("cost", str(LONG))
-    names = list(measured["steps"]) if measured else list(ROWS)
-    header = ["row", *(f"{kind} {measurement}" for measurement in COSTS.values()
-                       for kind in ("step time", "peak memory"))]
-    body = [[f"`{name}`", *(cost_cell(name, measurement, key) for measurement in COSTS
-                            for key in ("step_seconds", "peak_mib"))] for name in names]
     note = ""
     if measured and "sdpa" in measured["steps"]:
         note = (f" `sdpa` itself: {measured['steps']['sdpa']['step_seconds']:.1f} s and "
@@ -188,9 +211,9 @@ def cost_table() -> str:
     note += (" MiniLM trains with dropout on its attention probabilities (0.1), which takes PyTorch's CPU `sdpa` off "
              "its fused kernel onto one that writes the N x N probabilities out; without it `sdpa` runs the fused "
              "kernel, in linear memory, the only way it fits at 8,192 on this machine.")
-    masked = sparse_prediction_table()
     return ("One training step (forward, backward, AdamW; batch 1; one thread; rows taking turns), relative to "
-            "`sdpa` at the same length." + note + "\n\n" + markdown_table(header, body) + masked)
+            "`sdpa` at the same length." + note + "\n\n" + relative_cost_table(COSTS) + sparse_prediction_table()
+            + gpu_cost_table())
 
 
 def plot_masked_lm(path: Path) -> None:
@@ -255,7 +278,8 @@ def summary_table() -> str:
     probes = {name: probe_accuracy(name) for name in ("sdpa@mlm", f"{CHUNKED}@mlm")}
     header = ["hybrid", "MLM loss <= sdpa + 0.05", "MLM loss < chunks'", "MLM loss < window's",
               "probe >= sdpa - 2", "probe >= chunks'", "probe >= window's", "step <= 1/3 sdpa @ 2,048",
-              "the same, no attention dropout", "step <= 1/10 sdpa @ 8,192, no attention dropout"]
+              "the same, no attention dropout", "step <= 1/10 sdpa @ 8,192, no attention dropout",
+              "step <= 1/3 sdpa @ 2,048, GPU", "step <= 1/10 sdpa @ 8,192, GPU"]
     body = []
     for name, row in ROWS.items():
         if not row.hybrid:
@@ -269,7 +293,9 @@ def summary_table() -> str:
                      target(probe, probe_accuracy(f"{window}@mlm"), lambda v, b: v >= b),
                      target(cost_ratio(name, str(LONG)), 1 / 3, lambda v, b: v <= b),
                      target(cost_ratio(name, f"{LONG}{NO_DROPOUT}"), 1 / 3, lambda v, b: v <= b),
-                     target(cost_ratio(name, f"8192{NO_DROPOUT}"), 1 / 10, lambda v, b: v <= b)])
+                     target(cost_ratio(name, f"8192{NO_DROPOUT}"), 1 / 10, lambda v, b: v <= b),
+                     *(target(cost_ratio(name, measurement), bound, lambda v, b: v <= b)
+                       for measurement, bound in zip(GPU_COSTS, (1 / 3, 1 / 10)))])
     return ("Each hybrid, after the same transfer and masked-LM pretraining as every row, against the targets "
             "(value vs bound; probe in %; step time as a share of `sdpa`'s at the same length).\n\n"
             + markdown_table(header, body))

@@ -60,18 +60,20 @@ def build_module(mechanism: str, part: str, args, length: int) -> nn.Module:
 
     torch.manual_seed(args.seed)
     peer = peer_of(mechanism)
-    if peer:
-        module = peer.build(args, length)
-    elif part == "encoder":
-        module = EffAttnRobertaModel(layer_config(mechanism, args, length, args.num_layers), add_pooling_layer=False)
-        if mechanism == FLOOR:
-            for layer in module.encoder.layer:
+    with torch.device(args.device):  # initialised where it runs: a GPU fills the vocabulary's embedding at once
+        if peer:
+            module = peer.build(args, length)
+        elif part == "encoder":
+            module = EffAttnRobertaModel(layer_config(mechanism, args, length, args.num_layers),
+                                         add_pooling_layer=False)
+            if mechanism == FLOOR:
+                for layer in module.encoder.layer:
+                    layer.attention.self = floor_attention(args)
+        else:
+            layer = EffAttnRobertaLayer(layer_config(mechanism, args, length), layer_idx=0)
+            if mechanism == FLOOR:
                 layer.attention.self = floor_attention(args)
-    else:
-        layer = EffAttnRobertaLayer(layer_config(mechanism, args, length), layer_idx=0)
-        if mechanism == FLOOR:
-            layer.attention.self = floor_attention(args)
-        module = layer if part == "layer" else layer.attention.self
+            module = layer if part == "layer" else layer.attention.self
     return module.to(device=args.device, dtype=DTYPES[args.dtype])
 
 

@@ -157,3 +157,36 @@ def test_a_finished_measurement_is_kept_unless_asked_again(tmp_path, monkeypatch
     monkeypatch.setattr(sys, "argv", ["cost.py", "--length", "2048", "--again"])
     cost.main()
     assert json.loads(path.read_text())["steps"] == measured
+
+
+@pytest.mark.parametrize("device, dtype, batch_size, masked_lm, expected", [
+    ("cpu", "float32", 1, False, "2048"),
+    ("cpu", "float32", 1, True, "masked_lm_2048"),
+    ("cuda", "bfloat16", 8, False, "2048_cuda_bfloat16_batch8"),
+])
+def test_a_cost_is_named_by_where_and_how_it_ran(monkeypatch, device, dtype, batch_size, masked_lm, expected):
+    import cost
+
+    monkeypatch.setattr(cost, "default_device", lambda: torch.device(device))
+    args = SimpleNamespace(length=2048, masked_lm=masked_lm, no_attention_dropout=False, dtype=dtype,
+                           batch_size=batch_size)
+    assert cost.measurement_name(args) == expected
+
+
+def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, monkeypatch):
+    import json
+
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    (tmp_path / "cost").mkdir()
+    steps = {"sdpa": {"step_seconds": 0.02, "peak_mib": 1000.0}, "kerformer-w128": {"step_seconds": 0.05,
+                                                                                     "peak_mib": 3500.0}}
+    result = {"device": "NVIDIA H200 (torch 2.11.0)", "repeats": 10, "steps": steps}
+    (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").write_text(json.dumps(result))
+    table = tables.gpu_cost_table()
+    assert "| `kerformer-w128` | 2.50x | 3.50x | not run | not run |" in table
+    assert "NVIDIA H200" in table and "20 ms and 1.0 GiB at 2,048, batch 8" in table
+    assert tables.cost_ratio("kerformer-w128", "2048_cuda_bfloat16_batch8") == pytest.approx(2.5)
+    (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").unlink()
+    assert tables.gpu_cost_table() == ""

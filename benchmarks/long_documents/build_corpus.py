@@ -18,7 +18,7 @@ Text and cleaning
     A document is one source file. Lines made only of punctuation (reST section underlines, table borders) are
     dropped, trailing spaces are stripped and runs of blank lines become one. A document is kept when its cleaned
     text has at least MIN_TOKENS MiniLM word-pieces (without [CLS]/[SEP]), so every kept document fills a
-    2,048-token window.
+    2,048-token window; the probe also reads the shorter documents of PROBE_MIN_TOKENS or more (split probe_extra).
 
 Splits (fixed: sorted by path, shuffled with random.Random(f"{SEED}-{name}"), taken in order)
     classification: the LABELS subsystems (the five with the most long documents), per label TEST_PER_LABEL test,
@@ -26,6 +26,9 @@ Splits (fixed: sorted by path, shuffled with random.Random(f"{SEED}-{name}"), ta
     mlm_heldout: HELDOUT documents of the other subsystems, for the masked-LM loss.
     mlm_train: every other kept document of the other subsystems, plus the classification train documents
         (their text only), never a classification validation/test or held-out document.
+    probe_extra: every document of PROBE_MIN_TOKENS to MIN_TOKENS word-pieces not listed yet, for the linear probe
+        alone (more documents, a smaller standard error); added to the list without changing its other rows
+        (``--add_probe_documents``), as ``--select`` adds them.
 
 The committed ``data/documents.csv`` lists every kept document (split, label, path, SHA-256 of the source file,
 characters, tokens); the ``data/*.jsonl`` files (``{"text", "label"}`` per line, ``datasets``-loadable) are built
@@ -54,8 +57,8 @@ LIST = OUT / "documents.csv"
 BUILD_RECORD = OUT / "build.json"  # the installed package's version and the documents that differ from the list
 LABELS = ("admin-guide", "driver-api", "filesystems", "networking", "userspace-api")
 TEST_PER_LABEL, VALIDATION_PER_LABEL, TRAIN_PER_LABEL, HELDOUT = 10, 5, 40, 16
-MIN_TOKENS, SEED = 2048, 20261124
-SPLITS = ("train", "validation", "test", "mlm_train", "mlm_heldout")
+MIN_TOKENS, PROBE_MIN_TOKENS, SEED = 2048, 1024, 20261124
+SPLITS = ("train", "validation", "test", "mlm_train", "mlm_heldout", "probe_extra")
 PUNCTUATION_LINE = re.compile(r"^\s*[=\-~^*+#`:'\"._|]+\s*$")
 
 
@@ -92,8 +95,8 @@ def token_counts(tokenizer, texts: list[str]) -> list[int]:
     return [len(ids) for ids in tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]]
 
 
-def candidates(source: Path, tokenizer) -> list[dict]:
-    """Every long-enough document under ``source`` as a row of the list (split still empty)."""
+def candidates(source: Path, tokenizer, min_tokens: int = MIN_TOKENS) -> list[dict]:
+    """Every document of at least ``min_tokens`` word-pieces under ``source`` as a row of the list (no split yet)."""
     rows = []
     for path in sorted(source.rglob("*.rst.txt")):
         parts = path.relative_to(source).parts
@@ -102,7 +105,7 @@ def candidates(source: Path, tokenizer) -> list[dict]:
                          "text": clean(path.read_text(errors="replace"))})
     for row, tokens in zip(rows, token_counts(tokenizer, [row["text"] for row in rows])):
         row["chars"], row["tokens"] = len(row["text"]), tokens
-    return [row for row in rows if row["tokens"] >= MIN_TOKENS]
+    return [row for row in rows if row["tokens"] >= min_tokens]
 
 
 def shuffled(rows: list[dict], name: str) -> list[dict]:
@@ -133,8 +136,23 @@ def assign_splits(rows: list[dict]) -> list[dict]:
 
 
 def select(source: Path) -> None:
-    """Choose the documents again and rewrite ``documents.csv``."""
-    rows = assign_splits(candidates(source, minilm_tokenizer()))
+    """Choose the documents again and rewrite ``documents.csv``, the probe's extra documents included."""
+    write_list(assign_splits(candidates(source, minilm_tokenizer())))
+    add_probe_documents(source)
+
+
+def add_probe_documents(source: Path) -> None:
+    """List as ``probe_extra`` every document of ``PROBE_MIN_TOKENS`` to ``MIN_TOKENS`` word-pieces that is not
+    listed yet (replacing the earlier ``probe_extra`` rows); the other rows stay as they are."""
+    listed = [row for row in read_list() if row["split"] != "probe_extra"]
+    paths = {row["path"] for row in listed}
+    extra = [dict(row, split="probe_extra") for row in candidates(source, minilm_tokenizer(), PROBE_MIN_TOKENS)
+             if row["tokens"] < MIN_TOKENS and row["path"] not in paths]
+    write_list(listed + extra)
+
+
+def write_list(rows: list[dict]) -> None:
+    """Write ``documents.csv``: the rows by split, then path."""
     OUT.mkdir(parents=True, exist_ok=True)
     with open(LIST, "w", newline="", encoding="utf-8") as file:
         writer = csv.writer(file, lineterminator="\n")
@@ -191,11 +209,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--source", type=Path, default=SOURCE, help="the _sources folder of linux-doc-6.1")
     parser.add_argument("--select", action="store_true", help="choose the documents again (rewrites documents.csv)")
+    parser.add_argument("--add_probe_documents", action="store_true",
+                        help="list the documents of 1,024 to 2,047 word-pieces for the probe (the other rows stay)")
     args = parser.parse_args()
     if not args.source.is_dir():
         sys.exit(f"error: {args.source} not found; install the sources with: {INSTALL}")
     if args.select:
         select(args.source)
+    elif args.add_probe_documents:
+        add_probe_documents(args.source)
     splits = build(args.source)
     print("\n".join(f"{name}: {len(splits[name])} documents -> {OUT / (name + '.jsonl')}" for name in SPLITS))
     print(statistics_table())

@@ -8,7 +8,9 @@ averaged over the tokens it read, and the result feeds two measures, both withou
     classification by subsystem, the documents of every subsystem with at least ``MIN_PER_LABEL`` documents (all
     splits of ``documents.csv``; 21 subsystems): a logistic regression (standardised features, L2) in stratified
     ``FOLDS``-fold cross-validation, every document predicted once by a fit that did not see it. Accuracy over all
-    documents, its binomial standard error, and each document's correctness (for paired comparisons).
+    documents, its binomial standard error, and each document's correctness (for paired comparisons). With
+    ``--min_tokens 1024`` the probe alone, over the documents of 1,024 word-pieces or more (the ``probe_extra``
+    split too: about twice as many documents, a smaller standard error).
 ``retrieval``
     a passage of ``PASSAGE`` word-pieces copied from deep inside each document (from a fixed random offset in
     ``DEEP[length]``: past 512, so truncation cannot see it) is embedded alone; it must find its document among all
@@ -21,10 +23,12 @@ copied again, no training), retrieval only.
 Readers: ``sdpa-512`` (MiniLM as shipped, the first 512 tokens), ``sdpa-512-chunks`` (MiniLM over consecutive
 512-token chunks of the same tokens, chunk embeddings averaged: what users do today, at linear cost), and each row
 of ``common.ROWS`` at a stage of ``pretrain.py`` (``<row>@<stage>``), hybrids also with their mechanism's part
-switched off (``<row>@<stage>-window-alone``). Results: ``results/representations/<reader>_<length>.json``.
+switched off (``<row>@<stage>-window-alone``). Results: ``results/representations/<reader>_<length>.json``
+(``<reader>_2048_probe1024.json`` with ``--min_tokens 1024``).
 
     python benchmarks/long_documents/represent.py --readers sdpa-512 sdpa-512-chunks sdpa@extend kerformer-w128@mlm
     python benchmarks/long_documents/represent.py --readers kerformer-w128@mlm --length 8192
+    python benchmarks/long_documents/represent.py --readers sdpa@mlm kerformer-w128@mlm --min_tokens 1024
 """
 
 from __future__ import annotations
@@ -36,6 +40,7 @@ import random
 import time
 from dataclasses import dataclass
 
+from build_corpus import PROBE_MIN_TOKENS, SPLITS
 from common import DATA, LONG, ROWS, SHORT, default_device, read_jsonl, read_result, set_threads, \
     write_result
 
@@ -76,11 +81,14 @@ def reader(name: str) -> Reader:
     return Reader(name, str(folder_of(row, stage)), part="window" if part else None)
 
 
-def documents(tokenizer, length: int) -> tuple[list[list[int]], list[str]]:
-    """The documents of a reading length (see the module docstring): their word-piece ids and labels."""
+def documents(tokenizer, length: int, min_tokens: int = LONG) -> tuple[list[list[int]], list[str]]:
+    """The documents of a reading length (see the module docstring): their word-piece ids and labels. At ``LONG``,
+    the listed documents of at least ``min_tokens`` word-pieces of every subsystem with ``MIN_PER_LABEL`` such."""
     with open(DATA / "documents.csv", encoding="utf-8") as file:
-        counts = collections.Counter(row["label"] for row in csv.DictReader(file))
-    rows = [row for split in ("train", "validation", "test", "mlm_train", "mlm_heldout") for row in read_jsonl(split)]
+        listed = [row for row in csv.DictReader(file) if int(row["tokens"]) >= min_tokens]
+    counts = collections.Counter(row["label"] for row in listed)
+    splits = SPLITS if min_tokens < LONG else SPLITS[:-1]
+    rows = [row for split in splits for row in read_jsonl(split)]
     ids = tokenizer([row["text"] for row in rows], add_special_tokens=False, verbose=False)["input_ids"]
     if length == LONG:
         kept = [i for i, row in enumerate(rows) if counts[row["label"]] >= MIN_PER_LABEL]
@@ -154,42 +162,56 @@ def retrieval(documents_matrix, queries) -> dict:
             "queries": len(hits), "hits": hits.tolist()}
 
 
-def measure(name: str, length: int) -> dict:
+def measure(name: str, length: int, min_tokens: int = LONG) -> dict:
+    """The reader's probe (at ``LONG``) and retrieval; with ``min_tokens`` below ``LONG``, its probe alone over the
+    documents that long (the retrieval's passages lie past 1,100 tokens)."""
     import torch
 
     from hf_effattn.hybrid_parts import only_part
 
     chosen = reader(name)
     model, tokenizer = load(chosen, length)
-    ids, labels = documents(tokenizer, length)
+    ids, labels = documents(tokenizer, length, min_tokens)
     started = time.perf_counter()
     with torch.no_grad(), only_part(model, chosen.part):
         document_vectors = torch.stack([embed(model, tokenizer, document, chosen.limit or length, chosen.chunk)
                                         for document in ids])
         query_vectors = torch.stack([embed(model, tokenizer, passage, PASSAGE + 2, None)
-                                     for passage in passages(ids, length)])
+                                     for passage in passages(ids, length)]) if min_tokens == LONG else None
     result = {"reader": name, "length": length, "folder": chosen.folder, "limit": chosen.limit,
               "chunk": chosen.chunk, "part": chosen.part, "encode_seconds": round(time.perf_counter() - started, 1),
-              "threads": 1, "retrieval": retrieval(document_vectors, query_vectors)}
+              "threads": 1, "min_tokens": min_tokens}
+    if query_vectors is not None:
+        result["retrieval"] = retrieval(document_vectors, query_vectors)
     if length == LONG:
         result["probe"] = probe(document_vectors.numpy(), labels)
     return result
+
+
+def result_name(name: str, length: int, min_tokens: int) -> str:
+    return f"{name}_{length}" + (f"_probe{min_tokens}" if min_tokens < LONG else "")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--readers", nargs="+", required=True)
     parser.add_argument("--length", type=int, choices=sorted(DEEP), default=LONG)
+    parser.add_argument("--min_tokens", type=int, choices=(PROBE_MIN_TOKENS, LONG), default=LONG,
+                        help=f"{PROBE_MIN_TOKENS}: the probe alone, over the documents of {PROBE_MIN_TOKENS}+ "
+                             "word-pieces (at 2,048)")
     parser.add_argument("--again", action="store_true", help="measure a reader even where its result exists")
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
+    if args.min_tokens < LONG and args.length != LONG:
+        parser.error(f"--min_tokens {args.min_tokens} is a probe over documents read at {LONG}: drop --length")
     set_threads(args.threads)
     for name in args.readers:
         reader(name)  # every name checked before the first runs
     for name in args.readers:
-        if args.again or not read_result(KIND, f"{name}_{args.length}"):
-            print(f"== {name} at {args.length}", flush=True)
-            write_result(KIND, f"{name}_{args.length}", measure(name, args.length))
+        result = result_name(name, args.length, args.min_tokens)
+        if args.again or not read_result(KIND, result):
+            print(f"== {result}", flush=True)
+            write_result(KIND, result, measure(name, args.length, args.min_tokens))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@
 #     bash benchmarks/long_documents/run_all.sh B > logs_B.txt 2>&1 &
 #     # when both have ended (the cost needs a quiet machine: one process, the rows taking turns):
 #     bash benchmarks/long_documents/run_all.sh cost
+#     bash benchmarks/long_documents/run_all.sh gpu    # on a GPU machine: the cost as users train there
 set -euo pipefail
 cd "$(dirname "$0")"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
@@ -18,7 +19,7 @@ readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for 
   done
 }
 
-[ -f data/mlm_heldout.jsonl ] || python build_corpus.py > /dev/null   # once: both lanes read it
+[ -f data/probe_extra.jsonl ] || python build_corpus.py > /dev/null   # once: both lanes read it
 python pretrain.py --stages head
 case "${1:-}" in
   A)
@@ -34,6 +35,8 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$alone")
     python represent.py --readers $(readers "$alone")
     python represent.py --length 8192 --readers sdpa-512-chunks sdpa@mlm local-w128@mlm
+    python represent.py --min_tokens 1024 --readers sdpa-512-chunks@mlm sdpa-512-chunks sdpa@mlm local-w128@mlm \
+      sdpa-512 local-w128-g1@mlm sdpa@extend $(readers "$alone")
     ;;
   B)
     python pretrain.py --rows kerformer-w128 dba-w128 --stages extend transfer mlm
@@ -48,6 +51,7 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$levers")
     python represent.py --readers $(readers "$hybrids") $(readers "$levers")
     python represent.py --length 8192 --readers $(readers "$hybrids" @mlm)
+    python represent.py --min_tokens 1024 --readers $(readers "$hybrids")
     ;;
   cost)
     python cost.py --length 2048 --repeats 3
@@ -55,8 +59,14 @@ case "${1:-}" in
     python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128 local-w128
     python cost.py --length 8192 --repeats 2 --no_attention_dropout
     ;;
+  gpu)
+    rows="sdpa local-w128 local-w128-g1 singularformer kerformer dba psf singularformer-w128 kerformer-w128 dba-w128
+          psf-w128 kerformer-w128-every2 singularformer-w128-every2"
+    python cost.py --length 2048 --dtype bfloat16 --batch_size 8 --repeats 10 --rows $rows
+    python cost.py --length 8192 --dtype bfloat16 --batch_size 2 --repeats 10 --rows $rows
+    ;;
   *)
-    echo "usage: run_all.sh A|B|cost" >&2
+    echo "usage: run_all.sh A|B|cost|gpu" >&2
     exit 2
     ;;
 esac

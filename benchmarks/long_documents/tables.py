@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from build_corpus import PROBE_MIN_TOKENS
 from common import LONG, RESULTS, ROWS, figure_and_axes, markdown_table, mean_and_error, read_result, \
     save_figure
 from pretrain import applies
@@ -44,8 +45,10 @@ def masked_lm_table() -> str:
     return intro + "\n\n" + markdown_table(header, body)
 
 
-def representation(reader: str, length: int = LONG) -> dict | None:
-    return read_result("representations", f"{reader}_{length}")
+def representation(reader: str, length: int = LONG, probe_from: int = LONG) -> dict | None:
+    """``represent.py``'s result for ``reader`` at ``length``; with ``probe_from`` below ``LONG``, its probe over the
+    documents of that many word-pieces or more."""
+    return read_result("representations", f"{reader}_{length}" + (f"_probe{probe_from}" if probe_from < LONG else ""))
 
 
 def readers() -> dict[str, str]:
@@ -75,18 +78,28 @@ def paired_difference(mine: dict, theirs: dict) -> tuple[float, float]:
     return mean_and_error([a - b for a, b in zip(mine[per_item], theirs[per_item])])
 
 
+def probe_size(result: dict | None, fallback: str) -> str:
+    """How many documents and subsystems ``result``'s probe read, or ``fallback`` where it is missing."""
+    result = result or {}
+    return (f"{result['probe']['documents']:,} documents of {result['probe']['labels']} subsystems"
+            if "probe" in result else fallback)
+
+
 def representations_table() -> str:
     chunked, chunked_long = representation(CHUNKED), representation(CHUNKED, 8192)
-    header = ["reader", "probe: accuracy, % (vs chunks)", "retrieval at 2,048: recall@1, % (vs chunks)",
-              "retrieval at 8,192: recall@1, % (vs chunks)"]
+    chunked_more = representation(CHUNKED, probe_from=PROBE_MIN_TOKENS)
+    header = ["reader", "probe: accuracy, % (vs chunks)", f"probe, {PROBE_MIN_TOKENS:,}+ tokens: accuracy, % (vs "
+              "chunks)", "retrieval at 2,048: recall@1, % (vs chunks)", "retrieval at 8,192: recall@1, % (vs chunks)"]
     body = [[label, share_cell(representation(name), "probe", "accuracy", chunked),
+             share_cell(representation(name, probe_from=PROBE_MIN_TOKENS), "probe", "accuracy", chunked_more),
              share_cell(representation(name), "retrieval", "recall_at_1", chunked),
              share_cell(representation(name, 8192), "retrieval", "recall_at_1", chunked_long)]
             for name, label in readers().items()]
-    result = representation(CHUNKED) or {}
-    sizes = (f"{result['probe']['documents']} documents of {result['probe']['labels']} subsystems"
-             if "probe" in result else "the documents of every subsystem with at least 10")
-    return (f"Frozen encoders, mean-pooled last hidden state; the probe over {sizes} in 10-fold cross-validation; "
+    sizes = probe_size(chunked, "the documents of every subsystem with at least 10")
+    more = probe_size(chunked_more, "the documents")
+    return (f"Frozen encoders, mean-pooled last hidden state; the probe over {sizes} of 2,048 word-pieces or more "
+            f"(the second probe column over {more} of {PROBE_MIN_TOKENS:,} or more, each subsystem with at least "
+            "10 such; the shorter ones read whole) in 10-fold cross-validation; "
             "the retrieval passage copied from deep inside each document (tokens 1,100-1,900 at 2,048, 4,000-8,000 "
             "at 8,192) must find it among all of them. Mean ± binomial standard error; in brackets the paired "
             "difference from MiniLM over 512-token chunks, ± its standard error.\n\n" + markdown_table(header, body))

@@ -190,3 +190,60 @@ def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, 
     assert tables.cost_ratio("kerformer-w128", "2048_cuda_bfloat16_batch8") == pytest.approx(2.5)
     (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").unlink()
     assert tables.gpu_cost_table() == ""
+
+
+class WordTokenizer:
+    """A tokenizer of whitespace-separated words, called as Transformers' tokenizers are on a batch."""
+
+    def __call__(self, texts, **kwargs):
+        return {"input_ids": [[len(word) for word in text.split()] for text in texts]}
+
+
+def test_the_probe_s_extra_documents_are_added_without_changing_the_listed_ones(tmp_path, monkeypatch):
+    source, data = tmp_path / "_sources", tmp_path / "data"
+    for path, words in {"net/long.rst.txt": 30, "net/mid.rst.txt": 15, "net/short.rst.txt": 5,
+                        "fs/mid.rst.txt": 12, "fs/sub/long.rst.txt": 25}.items():
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(" ".join(["word"] * words))
+    monkeypatch.setattr(build_corpus, "OUT", data)
+    monkeypatch.setattr(build_corpus, "LIST", data / "documents.csv")
+    monkeypatch.setattr(build_corpus, "MIN_TOKENS", 20)
+    monkeypatch.setattr(build_corpus, "PROBE_MIN_TOKENS", 10)
+    monkeypatch.setattr(build_corpus, "minilm_tokenizer", WordTokenizer)
+    listed = [dict(row, split=split) for row, split in zip(build_corpus.candidates(source, WordTokenizer(), 20),
+                                                           ("mlm_train", "train"))]
+    build_corpus.write_list(listed)
+    before = build_corpus.read_list()
+    for _ in range(2):  # the second time replaces the first's rows
+        build_corpus.add_probe_documents(source)
+        rows = build_corpus.read_list()
+        assert [row for row in rows if row["split"] != "probe_extra"] == before
+        assert [(row["path"], row["label"], row["tokens"]) for row in rows if row["split"] == "probe_extra"] == \
+            [("fs/mid.rst.txt", "fs", "12"), ("net/mid.rst.txt", "net", "15")]
+
+
+def test_the_probe_reads_the_extra_documents_only_when_asked(tmp_path, monkeypatch):
+    import json
+
+    import common
+
+    rows = {"train": [("net", 3000), ("net", 2500), ("fs", 4000)],  # documents.csv's word-pieces; 1 word a 100
+            "probe_extra": [("fs", 1500), ("net", 1200), ("mm", 1100)]}
+    with open(tmp_path / "documents.csv", "w", encoding="utf-8") as file:
+        file.write("split,label,path,sha256,chars,tokens\n")
+        for split, documents in rows.items():
+            file.writelines(f"{split},{label},{split}{i},0,0,{tokens}\n" for i, (label, tokens) in enumerate(documents))
+            (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps({"text": " ".join(["ab"] * (tokens // 100)),
+                                                                         "label": label}) + "\n"
+                                                             for label, tokens in documents))
+    for split in ("validation", "test", "mlm_train", "mlm_heldout"):
+        (tmp_path / f"{split}.jsonl").write_text("")
+    monkeypatch.setattr(common, "DATA", tmp_path)
+    monkeypatch.setattr(represent, "DATA", tmp_path)
+    monkeypatch.setattr(represent, "MIN_PER_LABEL", 2)
+    ids, labels = represent.documents(WordTokenizer(), 2048)
+    assert labels == ["net", "net"] and [len(document) for document in ids] == [30, 25]  # fs has one long document
+    ids, labels = represent.documents(WordTokenizer(), 2048, min_tokens=1024)
+    assert labels == ["net", "net", "fs", "fs", "net"] and [len(document) for document in ids] == [30, 25, 40, 15, 12]
+    assert represent.result_name("sdpa@mlm", 2048, 1024) == "sdpa@mlm_2048_probe1024"
+    assert represent.result_name("sdpa@mlm", 2048, 2048) == "sdpa@mlm_2048"

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from common import LONG, ROWS, SHORT, default_device, read_result, set_threads, write_result
+from common import LONG, ROWS, SHORT, default_device, kept, set_threads, write_result
 from pretrain import CONTENT, HEAD_FOLDER, folder_of, heldout_windows
 
 KIND = "long_range"
@@ -100,7 +100,7 @@ def main() -> None:
     for name in args.readers:
         reader(name)  # every name checked before the first runs
     for name in args.readers:
-        if args.again or not read_result(KIND, name):
+        if not kept(KIND, name, args.again):
             print(f"== {name}", flush=True)
             write_result(KIND, name, measure(name))
 

@@ -45,7 +45,7 @@ import sys
 import time
 from pathlib import Path
 
-from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, minilm_folder, read_jsonl, read_result, \
+from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, kept, minilm_folder, read_jsonl, \
     set_threads, write_result
 
 KIND = "masked_lm"
@@ -307,7 +307,7 @@ def main() -> None:
     args = parser.parse_args()
     set_threads(args.threads)
     for row, stage in jobs(args.rows, args.stages):
-        if args.again or not read_result(KIND, f"{row}_{stage}"):
+        if not kept(KIND, f"{row}_{stage}", args.again):
             print(f"== {row}: {stage}", flush=True)
             run_stage(row, stage, args)
 

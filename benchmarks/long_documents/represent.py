@@ -41,7 +41,7 @@ import time
 from dataclasses import dataclass
 
 from build_corpus import PROBE_MIN_TOKENS, SPLITS
-from common import DATA, LONG, ROWS, SHORT, default_device, read_jsonl, read_result, set_threads, \
+from common import DATA, LONG, ROWS, SHORT, default_device, kept, read_jsonl, set_threads, \
     write_result
 
 KIND = "representations"
@@ -209,7 +209,7 @@ def main() -> None:
         reader(name)  # every name checked before the first runs
     for name in args.readers:
         result = result_name(name, args.length, args.min_tokens)
-        if args.again or not read_result(KIND, result):
+        if not kept(KIND, result, args.again):
             print(f"== {result}", flush=True)
             write_result(KIND, result, measure(name, args.length, args.min_tokens))
 

@@ -19,7 +19,7 @@ import argparse
 import shutil
 import time
 
-from common import DATA, LONG, MODELS, ROWS, SHORT, read_result, set_threads, write_result
+from common import DATA, LONG, MODELS, ROWS, SHORT, kept, set_threads, write_result
 
 KIND = "classification"
 
@@ -71,6 +71,7 @@ def main() -> None:
     parser.add_argument("--accumulation", type=int, default=1)
     parser.add_argument("--learning_rate", type=float, default=5e-5)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--again", action="store_true", help="fine-tune anew where a result exists")
     args = parser.parse_args()
     set_threads(args.threads)
     for name in args.models:
@@ -78,7 +79,7 @@ def main() -> None:
     for seed in args.seeds:
         for name in args.models:
             result_name = f"{name}_{args.length}_seed{seed}"
-            if not read_result(KIND, result_name):
+            if not kept(KIND, result_name, args.again):
                 write_result(KIND, result_name, finetune(name, args.length, seed, args))
 
 

@@ -23,7 +23,7 @@ Results: ``results/cost/<length>.json`` (``<length>_no_attention_dropout.json``)
     python benchmarks/long_documents/cost.py --length 2048 --repeats 3
     python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout
     python benchmarks/long_documents/cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128
-    python benchmarks/long_documents/cost.py --length 8192 --dtype bfloat16 --batch_size 8   # on a GPU
+    python benchmarks/long_documents/cost.py --length 8192 --dtype bfloat16 --batch_size 2   # on a GPU
 """
 
 from __future__ import annotations

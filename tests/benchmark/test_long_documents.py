@@ -247,3 +247,20 @@ def test_the_probe_reads_the_extra_documents_only_when_asked(tmp_path, monkeypat
     assert labels == ["net", "net", "fs", "fs", "net"] and [len(document) for document in ids] == [30, 25, 40, 15, 12]
     assert represent.result_name("sdpa@mlm", 2048, 1024) == "sdpa@mlm_2048_probe1024"
     assert represent.result_name("sdpa@mlm", 2048, 2048) == "sdpa@mlm_2048"
+
+
+def test_the_summary_judges_the_probe_over_the_shorter_documents_too_where_measured(tmp_path, monkeypatch):
+    import json
+
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    (tmp_path / "representations").mkdir()
+    assert "1,024 word-pieces or more" not in tables.summary_table()
+    accuracies = {"sdpa@mlm": 0.70, "sdpa-512-chunks@mlm": 0.69, "local-w128@mlm": 0.675, "dba-w128@mlm": 0.68}
+    for reader, accuracy in accuracies.items():
+        (tmp_path / "representations" / f"{reader}_2048_probe1024.json").write_text(
+            json.dumps({"reader": reader, "probe": {"accuracy": accuracy, "standard_error": 0.014}}))
+    summary = tables.summary_table()
+    assert "| `dba-w128` | met (68 vs 68) | **missed** (68 vs 69) | met (68 vs 67.5) |" in summary
+    assert "`kerformer-w128` | met" not in summary.split("1,024 word-pieces or more")[-1]  # not measured: no row

@@ -91,10 +91,10 @@ def documents(tokenizer, length: int, min_tokens: int = LONG) -> tuple[list[list
     rows = [row for split in splits for row in read_jsonl(split)]
     ids = tokenizer([row["text"] for row in rows], add_special_tokens=False, verbose=False)["input_ids"]
     if length == LONG:
-        kept = [i for i, row in enumerate(rows) if counts[row["label"]] >= MIN_PER_LABEL]
+        chosen = [i for i, row in enumerate(rows) if counts[row["label"]] >= MIN_PER_LABEL]
     else:
-        kept = [i for i, document in enumerate(ids) if len(document) >= length]
-    return [ids[i] for i in kept], [rows[i]["label"] for i in kept]
+        chosen = [i for i, document in enumerate(ids) if len(document) >= length]
+    return [ids[i] for i in chosen], [rows[i]["label"] for i in chosen]
 
 
 def passages(ids: list[list[int]], length: int) -> list[list[int]]:

@@ -208,11 +208,11 @@ def gpu_cost_table() -> str:
     softmax = ", ".join(f"{result['steps']['sdpa']['step_seconds'] * 1000:.0f} ms and "
                         f"{result['steps']['sdpa']['peak_mib'] / 1024:.1f} GiB {title}"
                         for result, title in zip(measured, GPU_COSTS.values()) if result)
+    tokens = first["batch_size"] * first["length"]
     return (f"\n\nOn a GPU, {first['device']}: the same step under bfloat16 autocast, the document repeated into a "
-            f"batch of 16,384 tokens, MiniLM's attention dropout, median of {first['repeats']}; MiniLM's configuration "
-            "with random weights (the checkpoint stayed on this machine; the cost does not depend on the weights); "
-            f"`sdpa` itself: "
-            f"{softmax}.\n\n" + relative_cost_table(GPU_COSTS))
+            f"batch of {tokens:,} tokens, MiniLM's attention dropout, median of {first['repeats']}; MiniLM's "
+            "configuration with random weights (the trained checkpoint was not copied to the GPU machine, and the "
+            f"cost does not depend on the weights); `sdpa` itself: {softmax}.\n\n" + relative_cost_table(GPU_COSTS))
 
 
 def cost_table() -> str:

@@ -182,11 +182,12 @@ def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, 
     (tmp_path / "cost").mkdir()
     steps = {"sdpa": {"step_seconds": 0.02, "peak_mib": 1000.0}, "kerformer-w128": {"step_seconds": 0.05,
                                                                                      "peak_mib": 3500.0}}
-    result = {"device": "NVIDIA H200 (torch 2.11.0)", "repeats": 10, "steps": steps}
+    result = {"device": "NVIDIA H200 (torch 2.11.0)", "repeats": 10, "batch_size": 8, "length": 2048, "steps": steps}
     (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").write_text(json.dumps(result))
     table = tables.gpu_cost_table()
     assert "| `kerformer-w128` | 2.50x | 3.50x | not run | not run |" in table
-    assert "NVIDIA H200" in table and "20 ms and 1.0 GiB at 2,048, batch 8" in table
+    assert "NVIDIA H200" in table and "a batch of 16,384 tokens" in table
+    assert "20 ms and 1.0 GiB at 2,048, batch 8" in table
     assert tables.cost_ratio("kerformer-w128", "2048_cuda_bfloat16_batch8") == pytest.approx(2.5)
     (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").unlink()
     assert tables.gpu_cost_table() == ""

@@ -34,6 +34,7 @@ import statistics
 from common import LONG, ROWS, default_device, kept, read_jsonl, set_threads, write_result
 
 from hf_effattn.argument_types import positive_int
+from hf_effattn.benchmark.machine import machine_description
 
 KIND = "cost"
 COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
@@ -153,15 +154,6 @@ def measurement_name(args) -> str:
     return name + (f"_batch{args.batch_size}" if args.batch_size > 1 else "")
 
 
-def device_name() -> str:
-    """The device the steps ran on, with the GPU's name and PyTorch's version."""
-    import torch
-
-    device = default_device()
-    where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
-    return f"{where} (torch {torch.__version__})"
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=COST_ROWS, choices=list(ROWS))
@@ -184,7 +176,7 @@ def main() -> None:
     results = measure(args, dropout)
     write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
                               "attention_dropout": "MiniLM's (0.1)" if dropout is None else dropout,
-                              "device": device_name(), "dtype": args.dtype, "batch_size": args.batch_size,
+                              "device": machine_description(default_device()), "dtype": args.dtype, "batch_size": args.batch_size,
                               "steps": results, "what": "one training step: forward, backward, AdamW step"})
     for subject, result in results.items():
         print(f"{subject:28s} {result['step_seconds']:8.2f} s  {result['peak_mib']:8.0f} MiB")

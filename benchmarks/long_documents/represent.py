@@ -87,7 +87,7 @@ def documents(tokenizer, length: int, min_tokens: int = LONG) -> tuple[list[list
     with open(DATA / "documents.csv", encoding="utf-8") as file:
         listed = [row for row in csv.DictReader(file) if int(row["tokens"]) >= min_tokens]
     counts = collections.Counter(row["label"] for row in listed)
-    splits = SPLITS if min_tokens < LONG else SPLITS[:-1]
+    splits = [split for split in SPLITS if split != "probe_extra" or min_tokens < LONG]
     rows = [row for split in splits for row in read_jsonl(split)]
     ids = tokenizer([row["text"] for row in rows], add_special_tokens=False, verbose=False)["input_ids"]
     if length == LONG:

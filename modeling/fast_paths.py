@@ -1,0 +1,128 @@
+"""Which implementation runs: one exact path everywhere, and fast paths on CUDA.
+
+Every mechanism has one *exact path*, written with PyTorch operations: it runs on any device, exports to ONNX,
+compiles with ``torch.compile``, and is what the tests compare with the papers' explicit references. On a CUDA
+device the parts that are chains of small operations (a mechanism's global term, its feature maps) also have a
+*fast path*: the same function, fused into a few kernels by ``torch.compile`` (Triton), the first time each shape
+family runs. The mode chooses, for the whole process:
+
+* ``"auto"`` (the default): the fast path where it can run (CUDA tensors, Triton present, not while exporting or
+  tracing), else the exact path. Where a fast path cannot run on CUDA, one log line says why, once.
+* ``"exact"``: the exact path everywhere (the reference the fast paths are tested against).
+* ``"fast"``: the fast path, and a ``RuntimeError`` naming what stops it where it cannot run.
+
+::
+
+    from hf_effattn.modeling.fast_paths import fast_paths
+
+    with fast_paths("exact"):
+        reference = model(**batch)
+
+``HF_EFFATTN_FAST_PATHS=exact`` (or ``fast``) in the environment sets the starting mode. Under an outer
+``torch.compile(model)`` the exact path is what gets compiled: the outer compiler fuses it the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+from contextlib import contextmanager
+from typing import Callable
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+MODES = ("auto", "exact", "fast")
+ENVIRONMENT_VARIABLE = "HF_EFFATTN_FAST_PATHS"
+
+
+def checked_mode(mode: str, where: str = "fast_paths") -> str:
+    if mode not in MODES:
+        raise ValueError(f"{where}={mode!r}: choose one of {', '.join(MODES)} ('auto' takes the fast paths on CUDA "
+                         "where they can run).")
+    return mode
+
+
+_mode = checked_mode(os.environ.get(ENVIRONMENT_VARIABLE, "auto"), ENVIRONMENT_VARIABLE)
+_said: set[str] = set()
+
+
+def fast_path_mode() -> str:
+    """The current mode: ``"auto"``, ``"exact"`` or ``"fast"`` (module docstring)."""
+    return _mode
+
+
+def set_fast_paths(mode: str) -> None:
+    """Set the mode for the whole process (module docstring)."""
+    global _mode
+    _mode = checked_mode(mode)
+
+
+@contextmanager
+def fast_paths(mode: str):
+    """Within the block, the mode is ``mode``; the previous one afterwards."""
+    previous = fast_path_mode()
+    set_fast_paths(mode)
+    try:
+        yield
+    finally:
+        set_fast_paths(previous)
+
+
+def capturing() -> bool:
+    """Whether the code is being compiled, exported or traced (the exact path is what such a graph holds)."""
+    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
+def obstacle(tensor: torch.Tensor) -> str | None:
+    """Why no fast path can run on ``tensor``'s device now, or None where one can."""
+    if tensor.device.type != "cuda":
+        return f"the tensors are on {tensor.device.type}, the fast paths are for CUDA"
+    if tensor.dtype not in (torch.float32, torch.bfloat16, torch.float16):
+        return f"{tensor.dtype} is not one of float32, bfloat16, float16"
+    try:
+        from torch.utils._triton import has_triton
+    except ImportError:  # a PyTorch without the helper has no Triton either
+        return "this PyTorch has no Triton"
+    return None if has_triton() else "Triton is not installed"
+
+
+def takes_fast_path(name: str, tensor: torch.Tensor) -> bool:
+    """Whether the part ``name`` runs its fast path on ``tensor`` (an input of it) in the current mode; in
+    ``"fast"`` mode, a ``RuntimeError`` where it cannot run; in ``"auto"`` mode, one log line per reason."""
+    if _mode == "exact" or capturing():
+        return False
+    reason = obstacle(tensor)
+    if reason is None:
+        return True
+    if _mode == "fast":
+        raise RuntimeError(f"The fast path of {name} cannot run: {reason}. Set fast_paths('auto') to fall back to "
+                           "the exact path where it cannot run.")
+    if tensor.device.type == "cuda" and reason not in _said:
+        _said.add(reason)
+        logger.warning("hf_effattn fast paths off, the exact path runs instead: %s.", reason)
+    return False
+
+
+def fast_path(name: str) -> Callable[[Callable], Callable]:
+    """Decorate a pure tensor function (its tensor arguments first) with a fast path: ``torch.compile`` of itself
+    (dynamic shapes), run where :func:`takes_fast_path` allows, the function as written elsewhere."""
+
+    def decorate(function: Callable) -> Callable:
+        compiled = None
+
+        @functools.wraps(function)
+        def run(*args, **kwargs):
+            nonlocal compiled
+            if not takes_fast_path(name, args[0]):
+                return function(*args, **kwargs)
+            if compiled is None:
+                compiled = torch.compile(function, dynamic=True, fullgraph=True)
+            return compiled(*args, **kwargs)
+
+        run.exact = function
+        return run
+
+    return decorate

@@ -89,6 +89,25 @@ def mechanism_weights(model: nn.Module) -> list[list[float] | None]:
             for module in model.modules() if isinstance(module, EfficientAttention)]
 
 
+# The mechanism weights' (the gates') own learning rate, in attention transfer, masked-LM pretraining and fine-tuning:
+# at the weights' learning rate a gate stays where it starts (docs/long-inputs.md has the measurements).
+MECHANISM_WEIGHT_LEARNING_RATE = 1e-2
+
+
+def with_mechanism_weight_group(groups: list[dict], model: nn.Module, learning_rate: float | None) -> list[dict]:
+    """Optimizer parameter ``groups`` with the hybrid layers' gates (``window.mechanism_logit``) moved into a group
+    of their own, at ``learning_rate`` (None: the optimizer's) and without weight decay; ``groups`` unchanged when
+    ``model`` has no hybrid layer. A logit moves the gate multiplicatively where it is small, so that Adam's steps
+    of about ``learning_rate`` in the logit take it away from a start near zero within a few hundred steps."""
+    gates = {id(layer.window.mechanism_logit) for layer in hybrid_layers(model)}
+    if not gates:
+        return groups
+    kept = [{**group, "params": [p for p in group["params"] if id(p) not in gates]} for group in groups]
+    own = [p for group in groups for p in group["params"] if id(p) in gates]
+    gate_group = {"params": own, "weight_decay": 0.0} | ({} if learning_rate is None else {"lr": learning_rate})
+    return [group for group in kept if group["params"]] + [gate_group]
+
+
 def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate") -> None:
     """Raise ``FloatingPointError`` naming the first layer whose mechanism weight is NaN or infinite (one host-device
     sync for all layers)."""

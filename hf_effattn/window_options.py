@@ -1,22 +1,34 @@
-"""The local-window options that ``hf-effattn convert`` and the fine-tuning scripts share: ``--local_window``,
-``--global_tokens`` and ``--local_window_every`` (:func:`add_window_arguments`), merged into the attention settings
-(:func:`with_window_settings`)."""
+"""The local-part options that ``hf-effattn convert`` and the fine-tuning scripts share: ``--local_window``,
+``--local_block``, ``--global_tokens``, ``--local_window_every`` and ``--initial_mechanism_weight``
+(:func:`add_window_arguments`), merged into the attention settings (:func:`with_window_settings`)."""
 
 from __future__ import annotations
 
-from .argument_types import positive_int
+import argparse
+
+from .argument_types import open_interval, positive_int
 from .modeling.configuration_effattn import WINDOW_SETTINGS
 
+CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
 
-def with_window_settings(attention_config: dict | None, options) -> dict | None:
-    """``--attention_config`` with the window options of the parsed ``options`` (``--local_window``,
-    ``--global_tokens``, ``--local_window_every``) merged in (None when none is given); a window setting given in
-    both places with two values raises."""
+
+def block_size(text: str) -> int:
+    """``--local_block S``: a positive number of tokens (without S: :data:`CHECKPOINT_BLOCK`, argparse's const)."""
+    return positive_int(text)
+
+
+def with_window_settings(attention_config: dict | None, options: argparse.Namespace) -> dict | None:
+    """``--attention_config`` with the local-part options of the parsed ``options`` merged in (None when none is
+    given); ``--local_block`` without S becomes the checkpoint's own length (:func:`checkpoint_block`, of
+    ``options.checkpoint`` or ``options.model_name_or_path``); a setting given in both places with two values
+    raises."""
     settings = dict(attention_config or {})
     for name in WINDOW_SETTINGS:
         value = getattr(options, name)
         if value is None:
             continue
+        if value == CHECKPOINT_BLOCK:
+            value = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)
         if settings.get(name, value) != value:
             raise ValueError(f"--{name} {value} contradicts {name}={settings[name]!r} in --attention_config: give it "
                              "once.")
@@ -24,15 +36,44 @@ def with_window_settings(attention_config: dict | None, options) -> dict | None:
     return settings or None
 
 
+def checkpoint_block(checkpoint: str) -> int:
+    """The blocks of ``--local_block`` given without S: the checkpoint's own blocks where it has them, else the
+    longest input its positions take, L: the period of the positions ``--max_length`` copies, so that each block
+    of L tokens is read as the checkpoint read its inputs (``hf_effattn.modeling.local_blocks``)."""
+    from transformers import PreTrainedConfig
+
+    from .modeling.modeling_effattn_roberta import EffAttnRobertaPreTrainedModel
+
+    source = PreTrainedConfig.get_config_dict(checkpoint)[0]
+    own = (source.get("attention_config") or {}).get("local_block")
+    if own:
+        return own
+    family = EffAttnRobertaPreTrainedModel
+    if source.get("model_type") not in (family.config_class.model_type, *family.checkpoint_key_mappings):
+        raise ValueError(f"--local_block without a size takes the length of a text checkpoint's positions, and "
+                         f"{checkpoint} has model_type {source.get('model_type')!r}: give the size, --local_block S.")
+    return family.config_from_checkpoint(source, None, None, {})[0].attention_max_length
+
+
 def add_window_arguments(group) -> None:
-    """``--local_window``, ``--global_tokens`` and ``--local_window_every``, merged into the attention settings by
-    :func:`with_window_settings`."""
+    """The local-part options, merged into the attention settings by :func:`with_window_settings`."""
     group.add_argument("--local_window", type=positive_int, default=None, metavar="W",
                        help="Exact softmax over the tokens at most W // 2 positions away, beside the mechanism (a "
                             "setting of every mechanism but softmax's; default: none, the mechanism as published).")
+    group.add_argument("--local_block", type=block_size, nargs="?", const=CHECKPOINT_BLOCK, default=None,
+                       metavar="S",
+                       help="Exact softmax inside aligned blocks of S tokens, beside the mechanism, which reads across "
+                            "them as a memory (instead of --local_window). Without S: the checkpoint's own length, "
+                            "so that with --max_length the converted model starts as the checkpoint reading the "
+                            "input in chunks of that length; with attention 'local', it is that chunked reader.")
     group.add_argument("--global_tokens", type=positive_int, default=None, metavar="G",
-                       help="With --local_window: the first G tokens ([CLS]) attend to, and are attended by, every "
-                            "token exactly.")
+                       help="With --local_window or --local_block: the first G tokens ([CLS]) attend to, and are "
+                            "attended by, every token exactly.")
     group.add_argument("--local_window_every", type=positive_int, default=None, metavar="K",
                        help="With --local_window: the window in layers 0, K, 2K, ... only, the others running the "
                             "mechanism alone (default: 1, every layer).")
+    group.add_argument("--initial_mechanism_weight", type=open_interval(0, 1, "a weight"), default=None,
+                       metavar="SIGMA",
+                       help="With --local_window or --local_block: each head's initial weight on the mechanism's "
+                            "part, the gate (default: the mechanism's, measured on MiniLM; small beside blocks, so "
+                            "that the model starts as the chunked reader).")

@@ -73,7 +73,9 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from .local_window import LocalWindow
+from .fast_paths import compiled, takes_fast_path
+from .local_blocks import LocalBlocks
+from .local_window import LocalPart, LocalWindow
 from .settings import Spec, checked, setting  # noqa: F401 (mechanisms import ``setting`` from here)
 
 
@@ -94,14 +96,23 @@ class AttentionSettings:
 
     ``local_window``: w, each token attends exactly to the real tokens at most ``w // 2`` ranks away, beside the
     mechanism (``local_window.py``); None (the default) runs the mechanism alone, as published.
+    ``local_block``: S, each token attends exactly to the real tokens of its own aligned block of S ranks, beside the
+    mechanism, which then reads across the blocks as a memory (``local_blocks.py``: with S the checkpoint's own
+    length, the chunked reader); instead of ``local_window``, not with it.
     ``global_tokens``: g, the first g real tokens ([CLS]) attend to, and are attended by, every token exactly
-    (Longformer's global attention); needs ``local_window``.
+    (Longformer's global attention); needs ``local_window`` or ``local_block``.
     ``local_window_every``: k, the window only in layers 0, k, 2k, ... (a share 1/k of the layers), the others
-    running the mechanism alone; 1 (the default) puts it in every layer. Needs ``local_window``."""
+    running the mechanism alone; 1 (the default) puts it in every layer. Needs ``local_window``.
+    ``initial_mechanism_weight``: the gate's initial value, each head's weight ``sigma(mechanism_logit)`` on the
+    mechanism's part beside the window or the blocks; None takes the mechanism's default for that part
+    (:attr:`EfficientAttention.window_mechanism_weight`, :attr:`EfficientAttention.block_mechanism_weight`)."""
 
     local_window: int | None = setting(None, int, minimum=2, none_means="no window: the mechanism alone")
     global_tokens: int = setting(0, int, minimum=0)
     local_window_every: int = setting(1, int, minimum=1)
+    local_block: int | None = setting(None, int, minimum=1, none_means="no blocks")
+    initial_mechanism_weight: float | None = setting(None, float, above=0, below=1,
+                                                     none_means="the mechanism's default beside its local part")
 
     def __post_init__(self):
         """Check every field against its declared spec; store ``int``/``float`` values as that kind."""
@@ -123,17 +134,31 @@ class AttentionSettings:
         """The mechanism's own shape-dependent constraints (subclasses override)."""
 
     def check_window(self, max_length: int | None) -> None:
-        """``local_window`` fits the maximum length; ``global_tokens`` and ``local_window_every`` come with a
-        window."""
+        """``local_window`` or ``local_block`` (one of them) fits the maximum length; ``global_tokens``,
+        ``local_window_every`` and ``initial_mechanism_weight`` come with them."""
         if self.local_window is not None and max_length:
             require(self.local_window <= max_length, "local_window", self.local_window,
                     f"at most the model's maximum length {max_length} (a window that covers the whole input is full "
                     "softmax attention: use attention_type='sdpa')")
-        require(self.global_tokens == 0 or self.local_window is not None, "global_tokens", self.global_tokens,
-                "0 without a local window (global tokens are exact attention beside the window): set local_window too")
+        require(self.local_block is None or self.local_window is None, "local_block", self.local_block,
+                f"None beside local_window={self.local_window}: aligned blocks and a sliding window are two exact "
+                "local parts, choose one and set the other to None (local_block for the chunked reader, local_window "
+                "for a sliding window)")
+        if self.local_block is not None and max_length:
+            require(self.local_block <= max_length, "local_block", self.local_block,
+                    f"at most the model's maximum length {max_length} (a block of the whole input is full softmax "
+                    "attention: use attention_type='sdpa')")
+        local = self.local_window is not None or self.local_block is not None
+        require(self.global_tokens == 0 or local, "global_tokens", self.global_tokens,
+                "0 without a local part (global tokens are exact attention beside it): set local_window or local_block")
+        require(self.local_block is None or self.global_tokens <= self.local_block, "global_tokens",
+                self.global_tokens, f"at most local_block={self.local_block} (the global tokens lie in the first block)")
         require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
-                self.local_window_every, "1 without a local window (it chooses the layers that get one): set "
-                "local_window too")
+                self.local_window_every, "1 without a local window (it chooses the layers that get one; blocks are in "
+                "every layer): set local_window too")
+        require(self.initial_mechanism_weight is None or local, "initial_mechanism_weight",
+                self.initial_mechanism_weight, "None without a local part (it weighs the mechanism beside a window or "
+                "blocks): set local_window or local_block")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -177,9 +202,12 @@ class EfficientAttention(nn.Module):
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
     takes_local_window: ClassVar[bool] = True
-    # Initial sigma(mechanism_logit), the weight of the mechanism's part beside a local window (see the module
-    # docstring): the mixed mechanisms' default here, the kernelized ones' in ``kernel_attention.py``.
-    initial_mechanism_weight: ClassVar[float | None] = 0.5
+    # The gate's default initial value sigma(mechanism_logit), the weight of the mechanism's part beside a local window
+    # and beside aligned blocks (see the module docstring; the setting initial_mechanism_weight overrides them): the
+    # mixed mechanisms' defaults here, the kernelized ones' in ``kernel_attention.py``, both measured on MiniLM
+    # (docs/local-window.md, docs/long-inputs.md). Beside the blocks the converted model starts as the chunked reader.
+    window_mechanism_weight: ClassVar[float | None] = 0.5
+    block_mechanism_weight: ClassVar[float | None] = 0.01
     # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).
     length_limit_fix: ClassVar[str] = ""
 
@@ -215,26 +243,51 @@ class EfficientAttention(nn.Module):
             self.key = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
 
-    def build_window(self, num_heads: int, settings: AttentionSettings, layer_idx: int) -> LocalWindow | None:
-        """The exact local window beside the mechanism (with its per-head weight), or None without one (no
-        ``local_window``, or a layer that ``local_window_every`` leaves to the mechanism alone)."""
+    def build_window(self, num_heads: int, settings: AttentionSettings, layer_idx: int) -> LocalPart | None:
+        """The exact local part beside the mechanism (with its per-head gate), ``self.window``: aligned blocks
+        (``local_block``), a sliding window (``local_window``), or None without one (neither, or a layer that
+        ``local_window_every`` leaves to the mechanism alone)."""
+        if settings.local_block is not None:
+            return LocalBlocks(num_heads, settings.local_block, settings.global_tokens,
+                               mechanism_weight=self.initial_weight(settings, self.block_mechanism_weight))
         if settings.local_window is None or layer_idx % settings.local_window_every:
             return None
         return LocalWindow(num_heads, settings.local_window, settings.global_tokens,
-                           mechanism_weight=self.initial_mechanism_weight)
+                           mechanism_weight=self.initial_weight(settings, self.window_mechanism_weight))
+
+    @staticmethod
+    def initial_weight(settings: AttentionSettings, default: float | None) -> float | None:
+        """The gate's initial value: the setting, else the mechanism's ``default`` (None: no mechanism beside)."""
+        return default if default is None or settings.initial_mechanism_weight is None \
+            else settings.initial_mechanism_weight
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values ``[B, h, N, d]`` from ``hidden_states [B, N, C]``."""
         return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
 
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """See the module docstring. With a local window, ``self.parts`` chooses what runs: ``"both"`` (the
-        default), ``"window"`` (the mechanism's part switched off) or ``"mechanism"`` (the window switched off: the
-        mechanism alone, as without a window); training code sets it (window dropout, ablations), it is not saved."""
+        """See the module docstring. On CUDA, without ``output_attentions``, the layer takes its fast path where
+        ``fast_paths.py``'s mode allows: :meth:`exact_forward` compiled (the same function, fused); elsewhere
+        :meth:`exact_forward` as written."""
         self.check_length(hidden_states.shape[1])
+        if not output_attentions and takes_fast_path(f"the {self.name!r} attention", hidden_states):
+            context, state, aux_loss = compiled(type(self).tensors_forward)(self, hidden_states, padding_mask, state)
+            return AttentionOutput(context, state, aux_loss)
+        return self.exact_forward(hidden_states, padding_mask, state, output_attentions)
+
+    def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        """The exact path. With a local part, ``self.parts`` chooses what runs: ``"both"`` (the default),
+        ``"window"`` (the mechanism's part switched off) or ``"mechanism"`` (the local part switched off: the
+        mechanism alone, as without one); training code sets it (window dropout, ablations), it is not saved."""
         if self.window is None or self.parts == "mechanism":
             return self.attend(hidden_states, padding_mask, state, output_attentions)
         return self.attend_with_window(hidden_states, padding_mask, state, output_attentions)
+
+    def tensors_forward(self, hidden_states, padding_mask=None, state=None):
+        """:meth:`exact_forward`'s context, state and auxiliary loss as a tuple (what the compiled fast path
+        returns)."""
+        output = self.exact_forward(hidden_states, padding_mask, state)
+        return output.context, output.state, output.aux_loss
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
@@ -317,9 +370,10 @@ class SoftmaxSettings(AttentionSettings):
     """Softmax attention's settings: none of its own, and no local window (it is exact over every token)."""
 
     def check_window(self, max_length):
-        require(self.local_window is None, "local_window", self.local_window,
-                "None for softmax attention, which is exact over every token already (for a window alone use "
-                "attention_type='local')")
+        for name in ("local_window", "local_block"):
+            require(getattr(self, name) is None, name, getattr(self, name),
+                    "None for softmax attention, which is exact over every token already (for a window or blocks "
+                    "alone use attention_type='local')")
         super().check_window(max_length)
 
 

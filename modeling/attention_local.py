@@ -1,10 +1,13 @@
-"""Local attention: exact softmax over a sliding window (and optional global tokens), with no global part.
+"""Local attention: exact softmax over a sliding window or aligned blocks (and optional global tokens), with no
+global part.
 
 The window-only baseline beside which every hybrid is measured: what a mechanism adds beyond its local window
 (``local_window`` on any mechanism) is what that hybrid gains over this one. Each token attends to the real tokens
 at most ``local_window // 2`` ranks away (ModernBERT's and Longformer's sliding window, bidirectional) and to the
 first ``global_tokens`` real tokens, which themselves attend to every token (Longformer's global attention on
-[CLS]). The computation, in blocks and in rank order, is ``local_window.py``'s.
+[CLS]). The computation, in blocks and in rank order, is ``local_window.py``'s. With ``local_block`` instead, each
+token attends to its own aligned block of ``local_block`` real tokens (``local_blocks.py``): with the checkpoint's
+own length, that is the checkpoint reading the input in chunks, as one model (the control of every block hybrid).
 
 Papers: Beltagy et al., Longformer (2020), Sec. 3.1 (sliding window and global attention); ModernBERT (Warner et
 al., 2024) uses a 128-token window in two of every three layers.
@@ -19,18 +22,29 @@ from dataclasses import dataclass
 from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, require, setting
 from .attention_registry import register_attention
 
+DEFAULT_WINDOW = 128  # ModernBERT's
+
 
 @dataclass(frozen=True)
 class LocalSettings(AttentionSettings):
-    """``local_window``: w, each token sees the real tokens at most ``w // 2`` ranks away (ModernBERT: 128).
-    ``global_tokens``: the first g real tokens attend to, and are attended by, every token."""
+    """``local_window``: w, each token sees the real tokens at most ``w // 2`` ranks away (ModernBERT: 128, the
+    default unless ``local_block`` is set). ``local_block``: S, each token sees the real tokens of its own aligned
+    block of S instead (with S the checkpoint's own length: the chunked reader). ``global_tokens``: the first g real
+    tokens attend to, and are attended by, every token."""
 
-    local_window: int = setting(128, int, minimum=2)
+    local_window: int | None = setting(None, int, minimum=2, none_means="128, unless local_block is set")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.local_window is None and self.local_block is None:
+            object.__setattr__(self, "local_window", DEFAULT_WINDOW)
 
     def check_window(self, max_length):
         require(self.local_window_every == 1, "local_window_every", self.local_window_every,
                 "1 for the window alone (a layer of 'local' without its window would attend to nothing): for a window "
                 "in some layers only, put it beside a mechanism")
+        require(self.initial_mechanism_weight is None, "initial_mechanism_weight", self.initial_mechanism_weight,
+                "None for 'local', which has no mechanism beside its local part")
         super().check_window(max_length)
 
 
@@ -50,7 +64,7 @@ class LocalAttention(EfficientAttention):
   year = {2020}
 }"""
     complexity = "O(N (w + g) d) time and memory"
-    initial_mechanism_weight = None  # the window is the whole attention: no mechanism beside it
+    window_mechanism_weight = block_mechanism_weight = None  # the local part is the whole attention: no mechanism
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:

@@ -69,7 +69,7 @@ def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | Non
         own = [setting for setting in known if setting not in window]
         raise ValueError(
             f"Unknown setting(s) {', '.join(unknown)} for attention {name!r}. "
-            f"Valid settings: {', '.join(own) or 'none of its own'}; and the local window's, "
+            f"Valid settings: {', '.join(own) or 'none of its own'}; and the local part's, "
             f"{', '.join(window)}."
         )
     return settings_class(**settings)
@@ -90,7 +90,7 @@ def describe_attention(name: str) -> dict[str, Any]:
     """Paper (with its link and BibTeX citation), equations, complexity, default settings and capabilities of
     mechanism ``name``."""
     cls = get_attention_class(name)
-    defaults = {f.name: f.default for f in dataclasses.fields(cls.settings_class)}
+    defaults = cls.settings_class().to_dict()  # as built: a default that depends on another setting resolved
     capabilities = (
         "supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key",
         "takes_local_window",

@@ -37,8 +37,9 @@ from .attention_base import check_heads
 from .attentions import build_settings
 from .settings import Spec, checked
 
-# The settings every mechanism has (``attention_base.AttentionSettings``), also accepted as keyword arguments.
-WINDOW_SETTINGS = ("local_window", "global_tokens", "local_window_every")
+# The settings of the exact local part (a window or aligned blocks) and its gate, which every mechanism has
+# (``attention_base.AttentionSettings``), also accepted as keyword arguments.
+WINDOW_SETTINGS = ("local_window", "global_tokens", "local_window_every", "local_block", "initial_mechanism_weight")
 
 # The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
 CONFIG_SPECS = {
@@ -96,7 +97,7 @@ class EffAttnConfigMixin:
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
         """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
-        or a window setting (``local_window``, ``global_tokens``, ``local_window_every``) among ``kwargs`` (as
+        or a local part's setting (:data:`WINDOW_SETTINGS`: ``local_window``, ``local_block``, ...) among ``kwargs`` (as
         ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them;
         ``None`` keeps the saved value) takes the saved one's place before validation. Settings update the saved
         ones key by key; another ``attention_type`` starts from its own defaults, never from the saved mechanism's

@@ -2,9 +2,10 @@
 
 Every mechanism has one *exact path*, written with PyTorch operations: it runs on any device, exports to ONNX,
 compiles with ``torch.compile``, and is what the tests compare with the papers' explicit references. On a CUDA
-device the parts that are chains of small operations (a mechanism's global term, its feature maps) also have a
-*fast path*: the same function, fused into a few kernels by ``torch.compile`` (Triton), the first time each shape
-family runs. The mode chooses, for the whole process:
+device each attention layer also has a *fast path*: the same function, its chains of small operations (feature
+maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.compile`` (Triton) the first time each
+input shape runs, the matrix products and the block softmax left to cuBLAS and the flash kernel
+(``attention_base.EfficientAttention.forward``). The mode chooses, for the whole process:
 
 * ``"auto"`` (the default): the fast path where it can run (CUDA tensors, Triton present, not while exporting or
   tracing), else the exact path. Where a fast path cannot run on CUDA, one log line says why, once.
@@ -24,7 +25,6 @@ family runs. The mode chooses, for the whole process:
 
 from __future__ import annotations
 
-import functools
 import logging
 import os
 from contextlib import contextmanager
@@ -106,23 +106,13 @@ def takes_fast_path(name: str, tensor: torch.Tensor) -> bool:
     return False
 
 
-def fast_path(name: str) -> Callable[[Callable], Callable]:
-    """Decorate a pure tensor function (its tensor arguments first) with a fast path: ``torch.compile`` of itself
-    (dynamic shapes), run where :func:`takes_fast_path` allows, the function as written elsewhere."""
+def compiled(function: Callable) -> Callable:
+    """``torch.compile(function)``, made once per function and kept (each compiles anew for each new shape family
+    and guard; a later call with the same ones reuses the kernels)."""
+    if function not in _compiled:
+        logger.info("hf_effattn: compiling the CUDA fast path of %s (once per input shape).", function.__qualname__)
+        _compiled[function] = torch.compile(function, fullgraph=True)
+    return _compiled[function]
 
-    def decorate(function: Callable) -> Callable:
-        compiled = None
 
-        @functools.wraps(function)
-        def run(*args, **kwargs):
-            nonlocal compiled
-            if not takes_fast_path(name, args[0]):
-                return function(*args, **kwargs)
-            if compiled is None:
-                compiled = torch.compile(function, dynamic=True, fullgraph=True)
-            return compiled(*args, **kwargs)
-
-        run.exact = function
-        return run
-
-    return decorate
+_compiled: dict[Callable, Callable] = {}

@@ -14,11 +14,13 @@ Dropout (``attention_probs_dropout_prob``): in training, whole columns of A are 
 mask multiplies ``varphi(k_j)`` in the summary ``sum_j varphi(k_j)^T v_j`` only, not in the normaliser, so the cost
 stays linear (a per-(i, j) mask would need the N x N matrix).
 
-Beside a local window (``local_window``, see ``local_window.py``) the window's exact softmax terms and the
-mechanism's terms share one normaliser (LoLCATs, :meth:`KernelAttention.attend_with_window`): the window's keys
-get ``(1 - sigma) exp(s_ij - max_j s_ij)``, the keys outside it ``sigma phi(q_i) . varphi(k_j)``, with sigma a learned
-weight per head. The mechanism's terms outside the window are those over every key (its usual summaries) less those
-at the window's keys, which the window's blocks give.
+Beside an exact local part the part's exact softmax terms and the mechanism's terms share one normaliser (LoLCATs,
+:meth:`KernelAttention.attend_with_window`), the mechanism's terms weighted per head by a learned sigma, the
+exact ones by ``1 - sigma``. Beside a window (``local_window.py``) each exact key adds ``exp(s_ij - max_j s_ij)``,
+and the mechanism's terms outside the window are those over every key (its usual summaries) less those at the
+window's keys, which the window's blocks give. Beside aligned blocks (``local_blocks.py``) the block's softmax
+enters with its own normaliser (its weights sum to 1), and the mechanism's terms outside the query's block are its
+summary over every key less its block's: the mechanism is a memory across the blocks.
 """
 
 from __future__ import annotations
@@ -26,13 +28,14 @@ from __future__ import annotations
 import torch
 
 from .attention_base import AttentionOutput, EfficientAttention
-from .local_window import RankOrder, exact_weights
+from .local_window import RankOrder
 
 
 class KernelAttention(EfficientAttention):
     """Base of the kernelized mechanisms (see the module docstring); subclasses define :meth:`kernel_features`."""
 
-    initial_mechanism_weight = 0.01  # measured on MiniLM at 2,048 tokens: see docs/long-inputs.md
+    window_mechanism_weight = 0.01  # measured on MiniLM at 2,048 tokens: see docs/long-inputs.md
+    block_mechanism_weight = 1e-4  # the memory's terms add up over every other block: see docs/long-inputs.md
     # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
     # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
@@ -69,49 +72,19 @@ class KernelAttention(EfficientAttention):
 
     def attend_with_window(self, hidden_states, padding_mask=None, state=None,
                            output_attentions=False) -> AttentionOutput:
-        """The window and the mechanism under one normaliser (LoLCATs), ``sigma = sigmoid(mechanism_logit)``::
-
-            out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
-                    / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
-
-        with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
-        outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
-        g) F). The global tokens' rows are exact over every token."""
+        """The exact local part (the window or the aligned blocks) and the mechanism under one normaliser: the local
+        part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token."""
         if self.parts == "window":
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)
         query_features, key_features = self.kernel_features(query, key, padding_mask)
-        batch, _, length, _ = query.shape
-        order = RankOrder(padding_mask, batch, length, query.device)
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
+        context = self.window.attend_beside_kernel(query, key, value, query_features, key_features, padding_mask,
+                                                   weight, self.key_dropout, self.dropout,
+                                                   self.mechanism_outside_window)
         attentions = None
         if output_attentions:
-            attentions = self.dense_shared_attention(query, key, query_features, key_features, order, weight)
-        blocks = self.window.blocks(order, length, query.device)
-        query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
-        key_features = order.zero_past_end(order.to_ranks(key_features))
-        keep = self.key_dropout(key_features)
-        exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
-        block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
-        terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
-        if self.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
-            terms = terms - block_weight * blocks.products(query_features, key_features)
-        terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
-        dropped = key_features if keep is None else key_features * keep
-        everywhere = query_features @ (dropped.transpose(-1, -2) @ value)  # the mechanism over every key, [B, h, N, d]
-        everywhere_sums = query_features @ key_features.sum(2).unsqueeze(-1)  # [B, h, N, 1]
-        kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
-        numerator = blocks.weighted(kept, value) + weight * everywhere
-        denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
-        context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
-        context = self.window.with_global_rows(context.to(value.dtype), query, key, value, blocks, self.dropout)
-        return AttentionOutput(self.merge_heads(order.to_positions(context)), attentions=attentions)
-
-    def dense_shared_attention(self, query, key, query_features, key_features, order: RankOrder, weight):
-        """The ``[B, h, N, N]`` matrix that :meth:`attend_with_window` applies (for ``output_attentions`` only), from
-        the projections and features ``[B, h, N, *]`` in token positions (key features zero at pads)."""
-        allowed = self.window.dense_allowed(order, query.shape[2], query.device)
-        exact = exact_weights(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
-        outside = (query_features @ key_features.transpose(-1, -2)) * (~allowed if self.mechanism_outside_window else 1)
-        terms = (1 - weight) * exact + weight * outside
-        return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)
+            order = RankOrder(padding_mask, query.shape[0], query.shape[2], query.device)
+            attentions = self.window.dense_shared_attention(query, key, query_features, key_features, order, weight,
+                                                            self.mechanism_outside_window)
+        return AttentionOutput(self.merge_heads(context), attentions=attentions)

@@ -96,9 +96,14 @@ class WindowBlocks:
         self.allowed = allowed
         self.real = real  # [B, P]
 
+    @property
+    def padded(self) -> int:
+        """``n b``: the tokens of the blocks, the last one filled with zeros."""
+        return self.num_blocks * self.block
+
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, h, N or less, F]`` -> ``[B, h, n b, F]``, zeros after the last token."""
-        return F.pad(x, (0, 0, 0, self.num_blocks * self.block - x.shape[2]))
+        return F.pad(x, (0, 0, 0, self.padded - x.shape[2]))
 
     def queries(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, h, N or less, F]`` -> ``[B, h, n, b, F]``."""
@@ -154,14 +159,18 @@ def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
     return torch.exp(scores - scores.amax(-1, keepdim=True))
 
 
-class LocalWindow(nn.Module):
-    """The exact window of one attention layer (see the module docstring); ``mechanism_weight``: with a mechanism
-    beside it, the initial ``sigma(mechanism_logit)`` of every head, else None."""
+class LocalPart(nn.Module):
+    """What the exact local parts share, the sliding window here and the aligned blocks (``local_blocks.py``): the
+    global tokens' exact rows and, beside a mechanism, the per-head gate on the mechanism's part. ``mechanism_weight``:
+    the gate's initial value ``sigma(mechanism_logit)``, or None without a mechanism (``local``).
 
-    def __init__(self, num_heads: int, local_window: int, global_tokens: int = 0,
-                 mechanism_weight: float | None = None):
+    A part computes ``attend`` (itself alone), ``attend_beside_kernel`` (under one normaliser with a kernelized
+    mechanism's terms, ``kernel_attention.py``), ``dense_allowed`` and ``dense_exact_terms`` (the same as
+    ``[B, h, N, N]`` matrices, for ``output_attentions`` only)."""
+
+    def __init__(self, num_heads: int, global_tokens: int = 0, mechanism_weight: float | None = None):
         super().__init__()
-        self.radius, self.global_tokens = local_window // 2, global_tokens
+        self.global_tokens = global_tokens
         self.initial_mechanism_weight = mechanism_weight
         if mechanism_weight is not None:
             self.mechanism_logit = nn.Parameter(torch.empty(num_heads))
@@ -173,30 +182,74 @@ class LocalWindow(nn.Module):
             init.constant_(self.mechanism_logit, math.log(weight / (1 - weight)))
 
     def mechanism_weight(self) -> torch.Tensor:
-        """``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism's part."""
+        """``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism's part (the gate)."""
         return torch.sigmoid(self.mechanism_logit)
-
-    def blocks(self, order: RankOrder, length: int, device) -> WindowBlocks:
-        return WindowBlocks(order.lengths, length, self.radius, self.global_tokens, device)
 
     def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
         """``[B, N]`` (``[1, N]`` without padding) bool: the global tokens (rank below g), at their positions."""
         return order.ranks_at_positions(length, device) < self.global_tokens
 
-    def global_context(self, query, key, value, blocks: WindowBlocks, dropout: nn.Module) -> torch.Tensor:
-        """The global tokens' rows, exact softmax over every real key: ``[B, h, g, d]`` from rank-ordered
-        ``query``, ``key``, ``value`` ``[B, h, N, d]``."""
-        keys, values = blocks.pad(key), blocks.pad(value)
-        scores = blocks.pad(query)[:, :, :self.global_tokens] @ keys.transpose(-1, -2) * query.shape[-1] ** -0.5
-        probabilities = masked_softmax(at_least_float32(scores), blocks.real[:, None, None, :], dim=-1)
-        return dropout(probabilities).to(value.dtype) @ values
-
-    def with_global_rows(self, context, query, key, value, blocks: WindowBlocks, dropout: nn.Module):
-        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows replaced by their exact rows."""
+    def with_global_rows(self, context, query, key, value, lengths: torch.Tensor, padded: int, dropout: nn.Module):
+        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows replaced by their exact rows: softmax
+        over every real key (``lengths [B]`` real tokens), from rank-ordered ``query``, ``key``, ``value``, the keys
+        zero-padded to the part's ``padded`` length (the same shapes for a sequence alone and in a padded batch)."""
         if not self.global_tokens:
             return context
-        rows = self.global_context(query, key, value, blocks, dropout)[:, :, :blocks.length]
+        queries, keys, values = (F.pad(x, (0, 0, 0, padded - x.shape[2])) for x in (query, key, value))
+        real = torch.arange(padded, device=key.device) < lengths[:, None]  # [B, padded]
+        scores = queries[:, :, :self.global_tokens] @ keys.transpose(-1, -2) * query.shape[-1] ** -0.5
+        probabilities = masked_softmax(at_least_float32(scores), real[:, None, None, :], dim=-1)
+        rows = (dropout(probabilities).to(value.dtype) @ values)[:, :, :query.shape[2]]  # [B, h, g or fewer, d]
         return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
+
+    def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
+        """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part, real keys
+        only (for ``output_attentions`` only: it is N x N)."""
+        ranks = order.ranks_at_positions(length, device)
+        exact = self.exact_ranks(ranks[:, :, None], ranks[:, None, :])
+        exact = exact | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
+        if order.padding_mask is not None:
+            exact = exact & order.padding_mask[:, None, :]
+        return exact[:, None]
+
+    def exact_ranks(self, query_ranks: torch.Tensor, key_ranks: torch.Tensor) -> torch.Tensor:
+        """Whether a query of rank ``query_ranks`` attends exactly to a key of rank ``key_ranks`` (broadcast), global
+        tokens aside."""
+        raise NotImplementedError
+
+    def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
+        """The part's ``[B, h, N, N]`` probabilities, from ``query``, ``key`` ``[B, h, N, d]`` in token positions."""
+        scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
+        allowed = self.dense_allowed(order, query.shape[2], query.device)
+        return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
+
+    def dense_shared_attention(self, query, key, query_features, key_features, order: RankOrder, weight,
+                               outside: bool) -> torch.Tensor:
+        """The ``[B, h, N, N]`` matrix that :meth:`attend_beside_kernel` applies (for ``output_attentions`` only),
+        from the projections and features ``[B, h, N, *]`` in token positions (key features zero at pads)."""
+        allowed = self.dense_allowed(order, query.shape[2], query.device)
+        exact = self.dense_exact_terms(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
+        global_rows = self.global_rows(order, query.shape[2], query.device)[:, None, :, None]  # exact over every key
+        mechanism = ~allowed if outside else ~global_rows
+        terms = (1 - weight) * exact + weight * (query_features @ key_features.transpose(-1, -2)) * mechanism
+        return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)
+
+    def dense_exact_terms(self, scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """What each exact key adds to the shared normaliser, from ``scores [..., N]`` and ``allowed``."""
+        raise NotImplementedError
+
+
+class LocalWindow(LocalPart):
+    """The exact window of one attention layer (see the module docstring); ``mechanism_weight``: with a mechanism
+    beside it, the initial ``sigma(mechanism_logit)`` of every head, else None."""
+
+    def __init__(self, num_heads: int, local_window: int, global_tokens: int = 0,
+                 mechanism_weight: float | None = None):
+        super().__init__(num_heads, global_tokens, mechanism_weight)
+        self.radius = local_window // 2
+
+    def blocks(self, order: RankOrder, length: int, device) -> WindowBlocks:
+        return WindowBlocks(order.lengths, length, self.radius, self.global_tokens, device)
 
     def attend(self, query, key, value, padding_mask, dropout: nn.Module,
                output_attentions: bool = False) -> WindowOutput:
@@ -210,24 +263,49 @@ class LocalWindow(nn.Module):
         scores = at_least_float32(blocks.products(query * query.shape[-1] ** -0.5, key))  # [B, h, n, b, 3b + g]
         probabilities = masked_softmax(scores, blocks.allowed, dim=-1)  # a row with no key (a pad's) is ignored
         context = blocks.weighted(dropout(probabilities), value)
-        context = self.with_global_rows(context, query, key, value, blocks, dropout)
+        context = self.with_global_rows(context, query, key, value, order.lengths, blocks.padded, dropout)
         return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
-    def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part (for
-        ``output_attentions`` only: it is N x N)."""
-        ranks = order.ranks_at_positions(length, device)
-        near = (ranks[:, :, None] - ranks[:, None, :]).abs() <= self.radius
-        exact = near | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
-        if order.padding_mask is not None:
-            exact = exact & order.padding_mask[:, None, :]
-        return exact[:, None]
+    def attend_beside_kernel(self, query, key, value, query_features, key_features, padding_mask, weight,
+                             key_dropout, dropout: nn.Module, outside: bool) -> torch.Tensor:
+        """The window and a kernelized mechanism under one normaliser (LoLCATs), ``weight = sigma`` ``[h, 1, 1]``::
 
-    def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
-        """The window's ``[B, h, N, N]`` probabilities, from ``query``, ``key`` ``[B, h, N, d]`` in token positions."""
-        scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
-        allowed = self.dense_allowed(order, query.shape[2], query.device)
-        return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
+            out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
+                    / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
+
+        with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
+        outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
+        g) F); with ``outside`` False the mechanism's terms cover every key. Inputs ``[B, h, N, *]`` in token
+        positions (key features zero at pads); ``key_dropout(like)``: the kept key columns ``[B, h, N, 1]`` or
+        None. Returns the context ``[B, h, N, d]`` in token positions; the global tokens' rows are exact."""
+        batch, _, length, _ = query.shape
+        order = RankOrder(padding_mask, batch, length, query.device)
+        blocks = self.blocks(order, length, query.device)
+        query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
+        key_features = order.zero_past_end(order.to_ranks(key_features))
+        keep = key_dropout(key_features)
+        exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
+        block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
+        terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
+        if outside:  # the mechanism's term for it (counted in `everywhere`)
+            terms = terms - block_weight * blocks.products(query_features, key_features)
+        terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
+        dropped = key_features if keep is None else key_features * keep
+        everywhere = query_features @ (dropped.transpose(-1, -2) @ value)  # the mechanism over every key, [B, h, N, d]
+        everywhere_sums = query_features @ key_features.sum(2).unsqueeze(-1)  # [B, h, N, 1]
+        kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
+        numerator = blocks.weighted(kept, value) + weight * everywhere
+        denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
+        context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
+        context = self.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
+                                         dropout)
+        return order.to_positions(context)
+
+    def exact_ranks(self, query_ranks, key_ranks):
+        return (query_ranks - key_ranks).abs() <= self.radius
+
+    def dense_exact_terms(self, scores, allowed):
+        return exact_weights(scores, allowed)
 
     def extra_repr(self) -> str:
         return f"radius={self.radius}, global_tokens={self.global_tokens}"

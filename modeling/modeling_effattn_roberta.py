@@ -36,7 +36,7 @@ from .outputs import (
     model_output,
     sequence_classification_loss,
 )
-from .position_extension import tile_position_rows
+from .position_extension import learned_length, tile_position_rows
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
 
 BERT_KEY_MAPPING = {
@@ -122,8 +122,20 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
     def extend_position_embeddings(self, config) -> None:
         """Longformer's copy of the position rows (``position_extension``); RoBERTa's reserved rows
         ``0 .. pad_token_id`` are kept, BERT's positions have none."""
-        first = config.pad_token_id + 1 if config.roberta_positions else 0
-        tile_position_rows(self.base_model.embeddings.position_embeddings, config.max_position_embeddings, first)
+        tile_position_rows(self.base_model.embeddings.position_embeddings, config.max_position_embeddings,
+                           self.first_position_row(config))
+
+    def position_period(self) -> int | None:
+        """The length of the learned block that the position table repeats after Longformer's copy (a table
+        extended and not trained since), or None where it repeats nothing."""
+        rows = self.base_model.embeddings.position_embeddings.weight[self.first_position_row(self.config):]
+        period = learned_length(rows.detach())
+        return period if period < len(rows) else None
+
+    @staticmethod
+    def first_position_row(config) -> int:
+        """The first row a token uses: RoBERTa reserves rows ``0 .. pad_token_id``, BERT none."""
+        return config.pad_token_id + 1 if config.roberta_positions else 0
 
 
 class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):

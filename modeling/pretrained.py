@@ -179,8 +179,28 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 "argument": plan.target.size_argument, "from": plan.saved.input_size, "to": plan.target.input_size,
                 "parameters": extend_positions(model, plan.target),
             }
+        model.check_block_alignment()
         log_loading_report(model, info, plan.path, plan.source.get("model_type"))
         return (model, info) if output_loading_info else model
+
+    def position_period(self) -> int | None:
+        """The period of positions copied by an extension and not trained since (see ``position_extension``), or
+        None (the family's rule; None where positions are not copied)."""
+        return None
+
+    def check_block_alignment(self) -> None:
+        """Raise where aligned blocks (``local_block``) would not restart the copied positions: with Longformer's
+        copy the token of rank t has position row ``t mod L``, so that only blocks of L tokens read each block as
+        the checkpoint read its inputs (``local_blocks.py``)."""
+        block, period = self.config.attention_config.get("local_block"), self.position_period()
+        if block is None or period is None or block == period:
+            return
+        raise ValueError(
+            f"local_block={block} differs from the period of this model's positions: they were extended by copying "
+            f"its {period} learned positions, so blocks of {period} tokens restart them (each block read as the "
+            f"checkpoint read {period} tokens) and blocks of {block} would not: set local_block={period} "
+            f"(hf-effattn convert --local_block {period})."
+        )
 
     def extend_position_embeddings(self, config) -> None:
         """Grow the position embeddings, in place, to the input size of ``config`` (the family's rule, see

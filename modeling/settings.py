@@ -28,12 +28,13 @@ NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class Spec:
-    """What a setting's value must be. Bounds are inclusive (``minimum``, ``maximum``) or exclusive (``above``);
-    ``none_means`` allows ``None`` and says what it stands for."""
+    """What a setting's value must be. Bounds are inclusive (``minimum``, ``maximum``) or exclusive (``above``,
+    ``below``); ``none_means`` allows ``None`` and says what it stands for."""
 
     kind: type
     minimum: float | None = None
     above: float | None = None
+    below: float | None = None
     maximum: float | None = None
     choices: tuple[str, ...] | None = None
     none_means: str | None = None
@@ -53,6 +54,7 @@ class Spec:
             kind, minimum = ("a positive integer" if minimum else "a non-negative integer"), None
         bounds = [f">= {minimum}"] if minimum is not None else []
         bounds += [f"> {self.above}"] if self.above is not None else []
+        bounds += [f"< {self.below}"] if self.below is not None else []
         bounds += [f"<= {self.maximum}"] if self.maximum is not None else []
         if self.minimum is not None and self.maximum is not None:
             bounds = [f"in [{self.minimum}, {self.maximum}]"]
@@ -73,6 +75,7 @@ class Spec:
         return not (
             (self.minimum is not None and value < self.minimum)
             or (self.above is not None and value <= self.above)
+            or (self.below is not None and value >= self.below)
             or (self.maximum is not None and value > self.maximum)
             or (self.choices is not None and value not in self.choices)
         )

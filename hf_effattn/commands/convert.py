@@ -12,6 +12,7 @@ from pathlib import Path
 from ..argument_types import positive_int
 from ..conversion.convert import convert
 from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
+from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
 from ..model_classes import all_tasks
 from ..modeling.attentions import list_attentions
 from ..window_options import add_window_arguments, with_window_settings
@@ -54,8 +55,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                "(default), or also the output projection")
     transfer.add_argument("--transfer_batch_size", type=positive_int, help="(default 16)")
     transfer.add_argument("--transfer_window_dropout", type=float, metavar="P",
-                          help="with --local_window: the share of steps on which the window is off, so that the "
-                               "mechanism learns to carry the attention alone (default 0)")
+                          help="with --local_window or --local_block: the share of steps on which the local part is "
+                               "off, so that the mechanism learns to carry the attention alone (default 0)")
+    transfer.add_argument("--transfer_mechanism_weight_learning_rate", type=float, metavar="LR",
+                          help="with --local_window or --local_block: the learning rate of the gates, each head's "
+                               "weight on the mechanism's part, in a group of their own (default "
+                               f"{MECHANISM_WEIGHT_LEARNING_RATE:g})")
     transfer.add_argument("--transfer_max_length", type=length_or_model, metavar="N|model",
                           help="truncate texts to N tokens, at most the model's maximum length; 'model' for that "
                                "length (default: 128, or the model's maximum length if shorter)")
@@ -68,6 +73,7 @@ TRANSFER_OPTIONS = {  # option -> its name in convert(transfer=...); unset optio
     "transfer_steps": "steps", "transfer_learning_rate": "learning_rate", "transfer_train": "train",
     "transfer_batch_size": "batch_size", "transfer_max_length": "max_length", "transfer_column": "column",
     "transfer_window_dropout": "window_dropout",
+    "transfer_mechanism_weight_learning_rate": "mechanism_weight_learning_rate",
     "transfer_split": "split", "seed": "seed",
 }
 

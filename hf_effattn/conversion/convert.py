@@ -172,10 +172,13 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     if unknown:
         raise ValueError(f"Unknown transfer argument(s) {', '.join(unknown)}: known are "
                          f"{', '.join(transfer_argument_names())}.")
-    if transfer.get("window_dropout") and (settings.local_window is None or attention_type == "local"):
-        raise ValueError(f"window_dropout={transfer['window_dropout']} (--transfer_window_dropout) acts on a local "
-                         f"window beside the mechanism, and this {attention_type!r} model has none: set local_window "
-                         "(e.g. --local_window 128), or drop the option.")
+    local = settings.local_window is not None or settings.local_block is not None
+    for name, option in (("window_dropout", "--transfer_window_dropout"),
+                         ("mechanism_weight_learning_rate", "--transfer_mechanism_weight_learning_rate")):
+        if transfer.get(name) and (not local or attention_type == "local"):
+            raise ValueError(f"{name}={transfer[name]} ({option}) acts on a local window or blocks beside the "
+                             f"mechanism, and this {attention_type!r} model has none: set local_window or local_block "
+                             "(e.g. --local_window 128), or drop the option.")
 
 
 def transfer_argument_names() -> list[str]:

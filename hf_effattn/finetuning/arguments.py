@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 
 from ..argument_types import non_negative_int, positive_int
+from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
 from ..output_folders import Input
 from ..user_errors import OneLineParser
 from ..window_options import add_window_arguments
@@ -79,8 +80,12 @@ def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) 
                        help="What the transfer trains: the mechanism's new parameters, also its query/key/value "
                             "projections (default), or also the output projection.")
     group.add_argument("--attention_transfer_window_dropout", type=float, default=0.0, metavar="P",
-                       help="With --local_window: the share of transfer steps on which the window is switched off "
-                            "(default 0).")
+                       help="With --local_window or --local_block: the share of transfer steps on which the local "
+                            "part is switched off (default 0).")
+    group.add_argument("--attention_transfer_mechanism_weight_learning_rate", type=float,
+                       default=MECHANISM_WEIGHT_LEARNING_RATE, metavar="LR",
+                       help="With --local_window or --local_block: the learning rate of the gates in the transfer "
+                            f"(default {MECHANISM_WEIGHT_LEARNING_RATE:g}).")
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +119,12 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
                        help="With a local window beside the mechanism: the share of training steps on which the "
                             "window is switched off, so that the mechanism keeps carrying weight (default 0; the "
                             "draws depend on --seed and the step).")
+    group.add_argument("--mechanism_weight_learning_rate", type=float, default=MECHANISM_WEIGHT_LEARNING_RATE,
+                       metavar="LR",
+                       help="Beside a local window or blocks: the learning rate of each layer's gate, the per-head "
+                            "weight on the mechanism's part (no weight decay; default "
+                            f"{MECHANISM_WEIGHT_LEARNING_RATE:g}: at the other weights' rate it stays where it "
+                            "starts).")
     group.add_argument("--dataloader_num_workers", type=non_negative_int, default=0,
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")

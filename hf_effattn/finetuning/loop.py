@@ -27,7 +27,9 @@ from pathlib import Path
 
 import torch
 
-from ..hybrid_parts import WindowDropout, check_mechanism_weights, check_window_dropout, only_part
+from ..hybrid_parts import (
+    WindowDropout, check_mechanism_weights, check_window_dropout, only_part, with_mechanism_weight_group,
+)
 from ..output_folders import OutputFolder
 from .checkpoints import (
     BEST_DIR,
@@ -87,13 +89,16 @@ def setup_logging(accelerator) -> None:
         transformers.utils.logging.set_verbosity_error()
 
 
-def parameter_groups(model, weight_decay: float) -> list[dict]:
-    """AdamW parameter groups: weight decay on everything but biases and normalisation weights."""
+def parameter_groups(model, weight_decay: float, mechanism_weight_learning_rate: float | None) -> list[dict]:
+    """AdamW parameter groups: weight decay on everything but biases and normalisation weights; the hybrid layers'
+    gates in a group of their own, at ``mechanism_weight_learning_rate`` and without weight decay
+    (:func:`~hf_effattn.hybrid_parts.with_mechanism_weight_group`)."""
     decayed, plain = [], []
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:
             (plain if name.endswith(NO_DECAY) else decayed).append(parameter)
-    return [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+    groups = [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+    return with_mechanism_weight_group(groups, model, mechanism_weight_learning_rate)
 
 
 def seeded_generator(seed: int) -> torch.Generator:
@@ -134,7 +139,8 @@ class Finetuner:
         from transformers import get_scheduler
 
         self.args, self.accelerator, self.data, self.processor, self.folder = args, accelerator, data, processor, folder
-        optimizer = torch.optim.AdamW(parameter_groups(model, args.weight_decay), lr=args.learning_rate)
+        optimizer = torch.optim.AdamW(parameter_groups(model, args.weight_decay, args.mechanism_weight_learning_rate),
+                                      lr=args.learning_rate)
         self.model, self.optimizer, self.train_loader, *eval_loaders = accelerator.prepare(
             model, optimizer, *data_loaders(args, data))
         self.eval_loaders = dict(zip(data.evaluation, eval_loaders))

@@ -170,6 +170,7 @@ def attention_transfer(args, model, data, batch_size: int, device, main_process:
         model, teacher, batches, steps=args.attention_transfer_steps,
         learning_rate=args.attention_transfer_learning_rate, train=args.attention_transfer_train,
         window_dropout=args.attention_transfer_window_dropout,
+        mechanism_weight_learning_rate=args.attention_transfer_mechanism_weight_learning_rate,
         data_description=f"the training inputs of {data.dataset_id}", progress=main_process,
     )
     if main_process:

@@ -9,6 +9,9 @@ import hf_effattn
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
 BASELINES = ["linear", "performer", "nystromformer", "linformer", "cosformer"]  # the papers' efficient baselines
 MECHANISMS = EFFICIENT + ["eager", "sdpa"] + BASELINES + ["local"]
+# Every mechanism's settings of the local part, at their defaults (no window, no blocks): in every saved config.
+NO_LOCAL_PART = {"local_window": None, "global_tokens": 0, "local_window_every": 1, "local_block": None,
+                 "initial_mechanism_weight": None}
 WINDOW = {"local_window": 6, "global_tokens": 1}  # the window of the "local" and "<name>+window" cases
 WINDOWED = EFFICIENT + BASELINES  # every mechanism that takes a window beside it
 HYBRIDS = [f"{name}+window" for name in WINDOWED]
@@ -17,7 +20,9 @@ HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
 
 def resolve(name: str, settings: dict | None = None) -> tuple[str, dict]:
     """A test case's mechanism and settings: ``"local"`` and ``"<name>+window"`` (the mechanism beside a local
-    window) get :data:`WINDOW` unless ``settings`` give another."""
+    window) get :data:`WINDOW` unless ``settings`` give another window or blocks (``local_block``)."""
+    if "local_block" in (settings or {}):
+        return name, settings
     if name == "local" or name.endswith("+window"):
         return name.removesuffix("+window"), {**WINDOW, **(settings or {})}
     return name, settings

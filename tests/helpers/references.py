@@ -7,9 +7,10 @@ path at real positions of a padded batch against these proves both the arithmeti
 invisible. Notation as in ``docs/mechanisms/index.md`` (each mechanism's equations and choices on its page
 there, ``docs/mechanisms/<name>.md``): ``h`` heads of width ``d = C / h``.
 
-A mechanism with a local window (``local_window``) is checked against :func:`windowed_reference`: the window's own
-masked O(N^2) softmax, beside the mechanism's reference, either under one normaliser (the kernelized mechanisms,
-from their unnormalised similarities, :data:`KERNEL_SIMILARITIES`) or mixed per head.
+A mechanism with an exact local part (``local_window`` or ``local_block``) is checked against
+:func:`windowed_reference`: the local part's own masked O(N^2) softmax, beside the mechanism's reference, either
+under one normaliser (the kernelized mechanisms, from their unnormalised similarities, :data:`KERNEL_SIMILARITIES`)
+or mixed per head.
 """
 
 from __future__ import annotations
@@ -274,36 +275,60 @@ def exact_pairs(length: int, radius: int, global_tokens: int) -> torch.Tensor:
     return near | (positions[None, :] < global_tokens) | (positions[:, None] < global_tokens)
 
 
-def window_attention(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The window's softmax over its exact pairs ``[h, L, L]``, the pairs, and the scores ``Q K^T / sqrt(d)``."""
+def block_pairs(length: int, size: int, global_tokens: int) -> torch.Tensor:
+    """``[L, L]`` bool: the pairs attended exactly beside aligned blocks of ``size`` tokens: both in the same block
+    (tokens ``k size .. (k + 1) size - 1``), or either global. The block-diagonal mask, written as a loop over the
+    blocks."""
+    pairs = torch.zeros(length, length, dtype=torch.bool)
+    for start in range(0, length, size):
+        pairs[start:start + size, start:start + size] = True
+    pairs[:, :global_tokens] = pairs[:global_tokens, :] = True
+    return pairs
+
+
+def local_attention(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The local part's softmax over its exact pairs ``[h, L, L]`` (the window's or the blocks'), the pairs, and the
+    scores ``Q K^T / sqrt(d)``."""
     query, key, _ = projections(attn, x)
     scores = query @ key.transpose(-1, -2) / math.sqrt(query.shape[-1])
-    pairs = exact_pairs(x.shape[0], attn.window.radius, attn.window.global_tokens)
+    local = attn.settings
+    if local.local_block is not None:
+        pairs = block_pairs(x.shape[0], local.local_block, local.global_tokens)
+    else:
+        pairs = exact_pairs(x.shape[0], local.local_window // 2, local.global_tokens)
     return torch.softmax(scores.masked_fill(~pairs, -math.inf), dim=-1), pairs, scores
 
 
 def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
-    """A mechanism beside its local window, sigma = ``sigmoid(mechanism_logit)`` per head:
+    """A mechanism beside its exact local part (a window or aligned blocks), sigma = ``sigmoid(mechanism_logit)``
+    per head:
 
-    * ``local`` (the window alone): ``A = softmax`` over the exact pairs;
+    * ``local`` (the local part alone): ``A = softmax`` over the exact pairs;
     * kernelized: one normaliser, ``A_ij = ((1 - sigma) e_ij [exact] + sigma s_ij [outside]) / sum_j (...)`` with
-      ``e_ij = exp(score_ij - max_exact score_i)`` and ``s_ij`` the mechanism's unnormalised similarity (LoLCATs);
-    * others: ``(1 - sigma) A_window + sigma A_mechanism`` (context likewise), the global rows the window's.
+      ``s_ij`` the mechanism's unnormalised similarity (LoLCATs) and, beside a window, ``e_ij = exp(score_ij - max_exact
+      score_i)``; beside blocks, ``e_ij`` the softmax over the exact pairs (a block row adds 1 to the normaliser).
+      With ``mechanism_outside_window`` False the mechanism's terms cover every key (the global rows stay exact);
+    * others: ``(1 - sigma) A_local + sigma A_mechanism`` (context likewise), the global rows the local part's.
     """
-    window, pairs, scores = window_attention(attn, x)
+    local, pairs, scores = local_attention(attn, x)
     value = projections(attn, x)[2]
     if attn.window.initial_mechanism_weight is None:
-        return attend(window, value)
+        return attend(local, value)
     sigma = torch.sigmoid(attn.window.mechanism_logit)[:, None, None]
     if attn.name in KERNEL_SIMILARITIES:
         similarity, _ = KERNEL_SIMILARITIES[attn.name](attn, x)
-        exact = torch.exp(scores - scores.masked_fill(~pairs, -math.inf).amax(-1, keepdim=True)) * pairs
-        terms = (1 - sigma) * exact + sigma * similarity * ~pairs
+        if attn.settings.local_block is not None:
+            exact = local
+        else:
+            exact = torch.exp(scores - scores.masked_fill(~pairs, -math.inf).amax(-1, keepdim=True)) * pairs
+        global_rows = (torch.arange(x.shape[0]) < attn.window.global_tokens)[:, None]  # exact over every key
+        outside = similarity * (~pairs if attn.mechanism_outside_window else ~global_rows)
+        terms = (1 - sigma) * exact + sigma * outside
         return attend(terms / terms.sum(-1, keepdim=True), value)
     mechanism = REFERENCES[attn.name](attn, x, state)
     global_rows = (torch.arange(x.shape[0]) < attn.window.global_tokens)[:, None]
-    attention = torch.where(global_rows, window, (1 - sigma) * window + sigma * mechanism.attention)
-    context = torch.where(global_rows, window @ value, (1 - sigma) * (window @ value) + sigma * split(
+    attention = torch.where(global_rows, local, (1 - sigma) * local + sigma * mechanism.attention)
+    context = torch.where(global_rows, local @ value, (1 - sigma) * (local @ value) + sigma * split(
         mechanism.context, attn.num_heads))
     return Reference(merge(context), attention, state=mechanism.state, aux_loss=mechanism.aux_loss)
 

@@ -131,7 +131,7 @@ def test_memory_grows_linearly_and_never_quadratically(name):
     ({"local_window": 40}, "local_window=40: it must be at most the model's maximum length 16"),
     ({"local_window": 0}, "local_window=0: it must be a positive integer >= 2|local_window=0"),
     ({"local_window": -4}, "local_window=-4"),
-    ({"global_tokens": 1}, "global_tokens=1: it must be 0 without a local window"),
+    ({"global_tokens": 1}, "global_tokens=1: it must be 0 without a local part"),
     ({"local_window": 8.0}, "local_window=8.0"),
     ({"local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
     ({"local_window": 8, "local_window_every": 0}, "local_window_every=0: it must be a positive integer"),

@@ -9,13 +9,9 @@ import torch
 
 import hf_effattn
 from hf_effattn.modeling import attention_registry
-from helpers.mechanisms import MECHANISMS
+from helpers.mechanisms import MECHANISMS, NO_LOCAL_PART
 
 CAPABILITIES = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
-# the window settings every mechanism has, off by default
-NO_WINDOW = {"local_window": None, "global_tokens": 0, "local_window_every": 1}
-
-
 @pytest.fixture
 def tiny_mechanism():
     """Registers ``tiny_test`` (context = the value projection) for one test, then removes it."""
@@ -47,7 +43,7 @@ def test_register_attention_adds_a_buildable_mechanism(tiny_mechanism):
     assert isinstance(attn, tiny_mechanism) and attn.name == "tiny_test"
     x = torch.randn(1, 5, 8)
     torch.testing.assert_close(attn(x).context, 3.0 * attn.value(x))
-    assert hf_effattn.describe_attention("tiny_test")["defaults"] == {**NO_WINDOW, "scale": 2.0}
+    assert hf_effattn.describe_attention("tiny_test")["defaults"] == {**NO_LOCAL_PART, "scale": 2.0}
 
 
 def test_registering_a_taken_name_raises(tiny_mechanism):
@@ -134,20 +130,19 @@ def test_capability_flags():
 
 
 def test_describe_attention_paper_defaults():
-    assert hf_effattn.describe_attention("dba")["defaults"] == {**NO_WINDOW, "compressed_length": 16,
+    assert hf_effattn.describe_attention("dba")["defaults"] == {**NO_LOCAL_PART, "compressed_length": 16,
                                                                 "compressed_dim": 24}
     singular = hf_effattn.describe_attention("singularformer")["defaults"]
     assert singular["gamma_orthogonal"] == singular["gamma_diagonal"] == 0.01 and singular["rank"] is None
     assert hf_effattn.describe_attention("kerformer")["defaults"]["se_mode"] == "token"
     assert hf_effattn.describe_attention("nystromformer")["defaults"] == {
-        **NO_WINDOW, "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
+        **NO_LOCAL_PART, "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
     }
-    assert hf_effattn.describe_attention("linformer")["defaults"] == {**NO_WINDOW, "projected_length": 256,
+    assert hf_effattn.describe_attention("linformer")["defaults"] == {**NO_LOCAL_PART, "projected_length": 256,
                                                                       "share_kv": True}
     assert hf_effattn.describe_attention("performer")["defaults"] == {
-        **NO_WINDOW, "num_features": 256, "redraw_interval": None, "feature_seed": 0
+        **NO_LOCAL_PART, "num_features": 256, "redraw_interval": None, "feature_seed": 0
     }
-    assert hf_effattn.describe_attention("linear")["defaults"] == {**NO_WINDOW, "eps": 1e-6}
-    assert hf_effattn.describe_attention("cosformer")["defaults"] == {**NO_WINDOW, "eps": 1e-6}
-    assert hf_effattn.describe_attention("local")["defaults"] == {"local_window": 128, "global_tokens": 0,
-                                                                "local_window_every": 1}
+    assert hf_effattn.describe_attention("linear")["defaults"] == {**NO_LOCAL_PART, "eps": 1e-6}
+    assert hf_effattn.describe_attention("cosformer")["defaults"] == {**NO_LOCAL_PART, "eps": 1e-6}
+    assert hf_effattn.describe_attention("local")["defaults"] == {**NO_LOCAL_PART, "local_window": 128}

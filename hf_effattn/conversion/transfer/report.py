@@ -34,7 +34,8 @@ class TransferReport:
     """What a transfer did and reached. ``hidden_cosine_*`` compares the whole model's last hidden state with
     the teacher's, token by token (real tokens), without teacher forcing. ``longest_input`` is the most tokens
     (or patches) of a training batch, ``peak_memory_bytes`` the transfer's peak memory as
-    ``peak_memory_method`` measured it (both ``None`` in reports written before they existed)."""
+    ``peak_memory_method`` measured it (both ``None`` in reports written before they existed);
+    ``mechanism_weight_learning_rate``: the gates' own learning rate, beside a local window or blocks (else None)."""
 
     attention_type: str
     train: str
@@ -50,6 +51,7 @@ class TransferReport:
     longest_input: int | None = None
     peak_memory_bytes: int | None = None
     peak_memory_method: str | None = None
+    mechanism_weight_learning_rate: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -91,10 +93,12 @@ class TransferReport:
         lines += [f"{r.layer:>5}  {r.mse_before:>10.4g}  {r.mse_after:>10.4g}  {r.cosine_before:>13.4f}  "
                   f"{r.cosine_after:>12.4f}" for r in self.layers]
         if any(r.mechanism_weight for r in self.layers):
-            lines.append(f"beside the local window (window dropout {self.window_dropout:g}): per layer, the MSE after "
-                         "with the mechanism's part switched off, and its weight per head")
+            rate = "" if self.mechanism_weight_learning_rate is None else \
+                f", the weights at lr {self.mechanism_weight_learning_rate:g}"
+            lines.append(f"beside the local part (window dropout {self.window_dropout:g}{rate}): per layer, the MSE "
+                         "after with the mechanism's part switched off, and its weight per head")
             lines += [f"{r.layer:>5}  {r.mse_after_window_alone:>10.4g}  "
-                      + " ".join(f"{w:.3f}" for w in r.mechanism_weight) for r in self.layers if r.mechanism_weight]
+                      + " ".join(f"{w:.3g}" for w in r.mechanism_weight) for r in self.layers if r.mechanism_weight]
         lines.append(f"last hidden state, token cosine to the teacher: {self.hidden_cosine_before:.4f} -> "
                      f"{self.hidden_cosine_after:.4f}")
         if self.longest_input is not None:

@@ -20,7 +20,8 @@ import torch
 from torch import nn
 
 from ...hybrid_parts import (
-    WindowDropout, check_mechanism_weights, check_window_dropout, has_hybrid_layers, mechanism_weights, only_part,
+    MECHANISM_WEIGHT_LEARNING_RATE, WindowDropout, check_mechanism_weights, check_window_dropout, has_hybrid_layers,
+    mechanism_weights, only_part, with_mechanism_weight_group,
 )
 from .losses import masked_mse, measure, model_inputs, student_outputs
 from .peak_memory import peak_memory
@@ -106,6 +107,7 @@ def transfer_attention(
     lr_scheduler_type: str = "cosine",
     max_grad_norm: float = 1.0,
     window_dropout: float = 0.0,
+    mechanism_weight_learning_rate: float = MECHANISM_WEIGHT_LEARNING_RATE,
     report_data: Iterable[dict] | None = None,
     report_batches: int = 4,
     data_description: str | None = None,
@@ -125,6 +127,8 @@ def transfer_attention(
         window_dropout: with a local window beside the mechanism, the share of steps on which the window is switched
             off, so that the mechanism's part learns to reproduce the teacher alone (see
             :mod:`hf_effattn.hybrid_parts`); the draws depend on the step only.
+        mechanism_weight_learning_rate: beside a local window or blocks, the learning rate of the gates (each head's
+            weight on the mechanism's part), in a parameter group of their own.
         report_data: batches to measure before and after on (default: the first ``report_batches`` of ``data``).
         data_description: what the data was, for the report and the model card.
         progress: show a progress bar with the loss.
@@ -145,7 +149,8 @@ def transfer_attention(
         if not report_set:
             raise ValueError("The transfer data yielded no batch.")
     parameters = trainable_parameters(model, train)
-    optimizer = torch.optim.AdamW(parameters, lr=learning_rate, weight_decay=0.0)
+    groups = with_mechanism_weight_group([{"params": parameters}], model, mechanism_weight_learning_rate)
+    optimizer = torch.optim.AdamW(groups, lr=learning_rate, weight_decay=0.0)
     scheduler = get_scheduler(lr_scheduler_type, optimizer, num_warmup_steps=math.ceil(warmup_ratio * steps),
                               num_training_steps=steps)
     device = next(model.parameters()).device
@@ -177,6 +182,7 @@ def transfer_attention(
         examples_seen=examples, hidden_cosine_before=hidden_before, hidden_cosine_after=hidden_after,
         layers=layer_reports(before, after, weights, window_alone),
         data=data_description, window_dropout=window_dropout, losses=losses, longest_input=longest,
+        mechanism_weight_learning_rate=mechanism_weight_learning_rate if weights is not None else None,
         peak_memory_bytes=peak.bytes, peak_memory_method=peak.method,
     )
 

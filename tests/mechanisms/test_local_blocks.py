@@ -1,0 +1,196 @@
+"""Exact softmax inside aligned blocks, alone (``local`` with ``local_block``: the chunked reader) and beside every
+mechanism (the mechanism as a memory across the blocks): against the explicit masked O(N^2) references of
+tests/helpers/references.py, against softmax run on each chunk by itself, with the gate at zero, its parts switched
+on and off, its settings' checks, and its cost (no N x N tensor)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+import hf_effattn
+from hf_effattn.hybrid_parts import mechanism_weights, only_part
+from hf_effattn.modeling.kernel_attention import KernelAttention
+from helpers.mechanisms import WINDOWED, build, random_batch
+from helpers.references import reference
+
+# Three sequences in N = 45: right-padded, left-padded (with a block of 8 cut short), and one shorter than a block.
+LENGTHS, SIDES, LENGTH = [45, 30, 5], ["right", "left", "right"], 45
+BLOCKS = {"s8": {"local_block": 8}, "s8-g1": {"local_block": 8, "global_tokens": 1},
+          "s16-g3": {"local_block": 16, "global_tokens": 3}, "s1": {"local_block": 1}, "s45": {"local_block": 45}}
+KERNELIZED = [name for name in WINDOWED if issubclass(hf_effattn.get_attention_class(name), KernelAttention)
+              and name != "performer"]  # Performer's features are stabilised per row: no reference similarity
+
+
+def blocked(name: str, settings: dict, **kwargs):
+    return build(name, settings, max_length=LENGTH, **kwargs)
+
+
+def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[torch.Tensor]) -> None:
+    for b, target in enumerate(expected):
+        torch.testing.assert_close(actual[b][mask[b]], target, atol=1e-12, rtol=1e-9)
+
+
+def assert_matches_reference(attn, lengths=LENGTHS, sides=SIDES, length=LENGTH) -> None:
+    """On a padded batch, ``attn``'s context and ``output_attentions`` matrix at the real tokens are its reference's."""
+    x, mask = random_batch(lengths, sides, length)
+    out = attn(x, mask, output_attentions=True)
+    refs = reference(attn, x, mask)
+    assert_real_close(out.context, mask, [r.context for r in refs])
+    for b, ref in enumerate(refs):
+        real = mask[b].nonzero().squeeze(-1)
+        torch.testing.assert_close(out.attentions[b][:, real][:, :, real],
+                                   ref.attention.expand(attn.num_heads, -1, -1), atol=1e-12, rtol=1e-9)
+
+
+@pytest.mark.parametrize("blocks", BLOCKS)
+def test_blocks_alone_equal_the_masked_softmax_reference(blocks):
+    assert_matches_reference(blocked("local", BLOCKS[blocks]))
+
+
+@pytest.mark.parametrize("blocks", ["s8", "s16-g3"])
+@pytest.mark.parametrize("name", [name for name in WINDOWED if name != "performer"])
+def test_mechanism_beside_the_blocks_equals_its_reference(name, blocks):
+    """Kernelized mechanisms under one normaliser with the block's softmax, the others mixed per head (the
+    references' docstring); Performer's features are stabilised per query row in the fast path, so only its own
+    matrix stands for it (next test)."""
+    assert_matches_reference(blocked(name, BLOCKS[blocks]))
+
+
+@pytest.mark.parametrize("name", WINDOWED)
+def test_the_blocked_path_applies_the_matrix_it_returns(name):
+    attn = blocked(name, {"local_block": 8, "global_tokens": 2})
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    out = attn(x, mask, output_attentions=True)
+    values = attn.split_heads(attn.value(x))
+    assert_real_close(out.context, mask, [attn.merge_heads(out.attentions @ values)[b][mask[b]] for b in range(3)])
+
+
+@pytest.mark.parametrize("name", KERNELIZED)
+def test_a_memory_over_every_key_equals_its_reference(name, monkeypatch):
+    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", False)
+    assert_matches_reference(blocked(name, BLOCKS["s16-g3"]))
+
+
+def chunked_softmax(attn, x: torch.Tensor, mask: torch.Tensor, size: int) -> list[torch.Tensor]:
+    """Softmax attention with ``attn``'s projections run on each sequence's real tokens cut into chunks of ``size``,
+    each chunk by itself: what reading an input in chunks computes."""
+    softmax = hf_effattn.build_attention("sdpa", attn.hidden_size, attn.num_heads).double().eval()
+    softmax.load_state_dict({key: value for key, value in attn.state_dict().items()
+                             if key.split(".")[0] in ("query", "key", "value")})
+    return [torch.cat([softmax(chunk[None]).context[0] for chunk in x[b][mask[b]].split(size)])
+            for b in range(x.shape[0])]
+
+
+@pytest.mark.parametrize("size", [8, 45])
+def test_blocks_alone_are_softmax_over_each_chunk(size):
+    attn = blocked("local", {"local_block": size})
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    assert_real_close(attn(x, mask).context, mask, chunked_softmax(attn, x, mask, size))
+
+
+@pytest.mark.parametrize("name", WINDOWED)
+def test_with_the_gate_at_zero_a_hybrid_is_the_chunked_reader(name):
+    attn = blocked(name, {"local_block": 8})
+    with torch.no_grad():
+        attn.window.mechanism_logit.fill_(-math.inf)  # sigma = 0
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    assert_real_close(attn(x, mask).context, mask, chunked_softmax(attn, x, mask, 8))
+
+
+def test_without_padding_a_short_last_block_needs_no_mask():
+    """Unpadded inputs take the unmasked path (the full blocks and the short last one as two batches): the same as
+    the masked path that a padding mask of all ones would take."""
+    attn = blocked("kerformer", {"local_block": 8})
+    x = torch.randn(2, 43, attn.hidden_size, dtype=torch.float64)
+    everything = torch.ones(2, 43, dtype=torch.bool)
+    unmasked, masked = attn(x).context, attn.window.attend(*attn.project(x), everything, attn.dropout).context
+    local_only = attn.window.attend(*attn.project(x), None, attn.dropout).context
+    torch.testing.assert_close(local_only, masked, atol=1e-12, rtol=1e-12)
+    with only_part(attn, "window"):
+        torch.testing.assert_close(attn(x).context, attn(x, everything).context, atol=1e-12, rtol=1e-12)
+    torch.testing.assert_close(unmasked, attn(x, everything).context, atol=1e-12, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["kerformer", "dba"])
+def test_each_part_alone_is_the_blocks_alone_or_the_mechanism_alone(name):
+    settings = {"local_block": 8, "global_tokens": 1}
+    attn = blocked(name, settings)
+    local = blocked("local", settings)
+    local.load_state_dict({key: value for key, value in attn.state_dict().items()
+                           if key.split(".")[0] in ("query", "key", "value")})
+    alone = blocked(name, {})
+    alone.load_state_dict({key: value for key, value in attn.state_dict().items() if not key.startswith("window.")},
+                          strict=False)
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    with only_part(attn, "window"):
+        assert_real_close(attn(x, mask).context, mask, [local(x, mask).context[b][mask[b]] for b in range(3)])
+    with only_part(attn, "mechanism"):
+        assert_real_close(attn(x, mask).context, mask, [alone(x, mask).context[b][mask[b]] for b in range(3)])
+
+
+@pytest.mark.parametrize("name", ["kerformer", "singularformer", "local"])
+def test_gradients_pass_gradcheck(name):
+    attn = build(name, {"local_block": 8, "global_tokens": 1}, hidden=8, max_length=30).train()
+    x, mask = random_batch([30, 19], ["right", "left"], 30, width=8)
+    assert torch.autograd.gradcheck(lambda hidden: attn(hidden, mask).context, (x.requires_grad_(),))
+
+
+def largest_tensor(name: str, length: int) -> int:
+    """The largest tensor (elements) of one training step of ``name`` beside 64-token blocks, batch 1, padded."""
+    from test_memory import LargestTensor
+
+    attn = hf_effattn.build_attention(name, 16, 2, {"local_block": 64, "global_tokens": 1},
+                                      max_length=2 * length).train()
+    x = torch.randn(1, length, 16, requires_grad=True)
+    mask = torch.ones(1, length, dtype=torch.bool)
+    mask[0, -3:] = False
+    with LargestTensor() as recorder:
+        out = attn(x, mask)
+        (out.context.square().sum() + (0 if out.aux_loss is None else out.aux_loss)).backward()
+    return recorder.numel
+
+
+@pytest.mark.parametrize("name", ["local", "kerformer", "dba", "psf"])
+def test_memory_grows_linearly_and_never_quadratically(name):
+    small, large = largest_tensor(name, 512), largest_tensor(name, 1024)
+    assert large / small <= 2.5, (small, large)
+    assert large < 2 * 1024**2
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({"local_block": 40}, "local_block=40: it must be at most the model's maximum length 16"),
+    ({"local_block": 0}, "local_block=0: it must be a positive integer"),
+    ({"local_block": -512}, "local_block=-512"),
+    ({"local_block": 8, "local_window": 8}, "local_block=8: it must be None beside local_window=8"),
+    ({"local_block": 4, "global_tokens": 5}, "global_tokens=5: it must be at most local_block=4"),
+    ({"local_block": 8, "local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
+    ({"initial_mechanism_weight": 0.1}, "initial_mechanism_weight=0.1: it must be None without a local part"),
+    ({"local_block": 8, "initial_mechanism_weight": 1.0}, r"initial_mechanism_weight=1.0: it must be a finite number "
+                                                          r"> 0 and < 1"),
+])
+def test_block_settings_are_checked_like_every_other(settings, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        hf_effattn.build_attention("kerformer", 16, 2, settings, max_length=16)
+
+
+def test_local_takes_blocks_instead_of_its_default_window():
+    assert hf_effattn.build_settings("local", {"local_block": 512}).local_window is None
+    assert hf_effattn.build_settings("local", {}).local_window == 128
+    with pytest.raises(ValueError, match="initial_mechanism_weight=0.5: it must be None for 'local'"):
+        hf_effattn.build_settings("local", {"local_block": 8, "initial_mechanism_weight": 0.5}).check(16, 2, 16)
+    with pytest.raises(ValueError, match="local_block=8: it must be None for softmax attention"):
+        hf_effattn.EffAttnRobertaConfig(attention_type="sdpa", attention_config={"local_block": 8})
+
+
+def test_the_gate_starts_at_its_default_or_at_the_setting():
+    for name, setting, weight in (("kerformer", None, KernelAttention.block_mechanism_weight),
+                                  ("dba", None, hf_effattn.get_attention_class("dba").block_mechanism_weight),
+                                  ("dba", 0.2, 0.2)):
+        model = hf_effattn.create_model(f"roberta-base/{name}", local_block=8, initial_mechanism_weight=setting,
+                                        num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                                        intermediate_size=64)
+        for layer in mechanism_weights(model):
+            assert layer == pytest.approx([weight] * 2)

@@ -1,0 +1,84 @@
+"""Aligned blocks in whole models: a checkpoint extended by Longformer's copy with ``local_block`` set to its own
+length reads a long input exactly as Transformers' own class reads it cut into chunks (the chunked reader), alone
+(``local``) and, with the gate at zero, beside every seed mechanism; the block size is checked against the period of
+the copied positions; the blocks survive a save and a reload."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from transformers import BertModel, RobertaModel
+
+import hf_effattn
+from helpers.models import save_source
+
+SOURCES = {"roberta": RobertaModel, "bert": BertModel}
+CHUNK = 18  # the tiny checkpoints' own length (helpers.models.TEXT: RoBERTa's 20 positions less 2 reserved; BERT 20)
+LONG = 4 * CHUNK
+
+
+def chunk_length(kind: str) -> int:
+    return CHUNK if kind == "roberta" else CHUNK + 2  # BERT's positions have no reserved rows
+
+
+def chunked_hidden_states(reference, input_ids: torch.Tensor, size: int) -> torch.Tensor:
+    """The last hidden state of Transformers' model over each row's real tokens (right padding) cut into chunks of
+    ``size`` tokens, each chunk read by itself: ``[real tokens, C]`` per row, concatenated."""
+    rows = []
+    for row in input_ids:
+        real = row[row != reference.config.pad_token_id] if reference.config.model_type == "roberta" else row
+        rows.append(torch.cat([reference(chunk[None]).last_hidden_state[0] for chunk in real.split(size)]))
+    return rows
+
+
+@pytest.mark.parametrize("kind", SOURCES)
+@pytest.mark.parametrize("attention_type", ["local", "singularformer", "kerformer", "dba", "psf"])
+def test_extended_with_its_own_blocks_a_checkpoint_is_the_chunked_reader(kind, attention_type, tmp_path):
+    """With the gate at zero, every layer's output is the block softmax: the hidden states over a long, right-padded
+    batch equal Transformers' model over the same tokens cut into chunks of the checkpoint's length."""
+    reference = save_source(SOURCES[kind], kind, tmp_path)
+    size = chunk_length(kind)
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type=attention_type,
+                                                           local_block=size, max_length=4 * size).eval()
+    if attention_type != "local":
+        with torch.no_grad():
+            for layer in model.encoder.layer:
+                layer.attention.self.window.mechanism_logit.fill_(-math.inf)  # sigma = 0
+    pad = reference.config.pad_token_id
+    generator = torch.Generator().manual_seed(0)
+    input_ids = torch.randint(3, 40, (2, 4 * size), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    if kind == "roberta":  # RoBERTa numbers positions over real tokens: a right-padded row reads the same
+        attention_mask[1, 3 * size - 5:] = 0
+        input_ids = input_ids.masked_fill(attention_mask == 0, pad)
+    hidden = model(input_ids, attention_mask=attention_mask).last_hidden_state
+    expected = chunked_hidden_states(reference, input_ids, size)
+    for row, target in enumerate(expected):
+        torch.testing.assert_close(hidden[row][attention_mask[row].bool()], target, rtol=1e-5, atol=1e-5)
+
+
+def test_blocks_that_do_not_restart_the_copied_positions_are_refused(tmp_path):
+    save_source(RobertaModel, "roberta", tmp_path)
+    with pytest.raises(ValueError, match=rf"local_block=9 differs from the period .* its {CHUNK} learned positions.*"
+                                         rf"set local_block={CHUNK}"):
+        hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type="kerformer", local_block=9,
+                                                       max_length=LONG)
+    unextended = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type="kerformer", local_block=9)
+    assert unextended.config.attention_config["local_block"] == 9  # no copied positions: any block fits
+
+
+def test_a_converted_block_hybrid_reloads_as_it_was_and_keeps_its_period(tmp_path):
+    save_source(RobertaModel, "roberta", tmp_path / "source")
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "source", attention_type="kerformer",
+                                                           local_block=CHUNK, max_length=LONG).eval()
+    model.save_pretrained(tmp_path / "hybrid")
+    reloaded = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "hybrid").eval()
+    input_ids = torch.randint(3, 40, (1, LONG))
+    torch.testing.assert_close(reloaded(input_ids).last_hidden_state, model(input_ids).last_hidden_state,
+                               rtol=0, atol=0)
+    assert reloaded.position_period() == CHUNK
+    with pytest.raises(ValueError, match=f"set local_block={CHUNK}"):
+        hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "hybrid", local_block=2 * CHUNK,
+                                                       convert_attention=True)

@@ -12,6 +12,8 @@ from hf_effattn.modeling import attention_registry
 from helpers.mechanisms import MECHANISMS, NO_LOCAL_PART
 
 CAPABILITIES = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
+
+
 @pytest.fixture
 def tiny_mechanism():
     """Registers ``tiny_test`` (context = the value projection) for one test, then removes it."""

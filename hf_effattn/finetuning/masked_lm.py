@@ -103,6 +103,25 @@ def check_options(args: argparse.Namespace) -> None:
     config = checkpoint_config(args)
     check_extension(args, config.attention_max_length)
     check_sequence_length(args, args.max_length or config.attention_max_length)
+    check_block_special_tokens(args, config.attention_config.get("local_block"))
+
+
+def check_block_special_tokens(args: argparse.Namespace, block: int | None) -> None:
+    """``--block_special_tokens`` frames the model's aligned blocks (``block``, its ``local_block``), kept as
+    ``args.local_block``: refused without blocks, with ``--line_by_line`` and with blocks too short to frame."""
+    args.local_block = block
+    if not args.block_special_tokens:
+        return
+    if block is None:
+        raise ValueError(f"--block_special_tokens frames the aligned blocks of a model with local_block, and "
+                         f"{args.model_name_or_path} has none: add --local_block (e.g. --local_block 512), or drop "
+                         "the option.")
+    if args.line_by_line:
+        raise ValueError("--block_special_tokens lays out concatenated texts in framed blocks; --line_by_line reads "
+                         "each text alone: drop one of them.")
+    if block < 3:
+        raise ValueError(f"--block_special_tokens: blocks of local_block={block} tokens leave no room for text "
+                         "between [CLS] and [SEP]: use larger blocks, or drop the option.")
 
 
 def load_masked_lm(args: argparse.Namespace, labels=None) -> EffAttnRobertaForMaskedLM:

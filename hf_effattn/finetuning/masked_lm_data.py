@@ -29,6 +29,7 @@ from pathlib import Path
 import torch
 
 from ..argument_types import positive_int, probability
+from ..block_tokens import content_fitting, framed_blocks, special_tokens_mask
 from .data import (
     FILE_LOADERS,
     LabelInfo,
@@ -64,6 +65,10 @@ def add_masked_lm_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--line_by_line", action="store_true",
                        help="Each text (a line of a .txt file) is one example, truncated to --max_seq_length, "
                             "instead of concatenated blocks.")
+    group.add_argument("--block_special_tokens", action="store_true",
+                       help="With a model of aligned blocks (--local_block S): lay each example out with [CLS] and "
+                            "[SEP] at every block's edges, as the checkpoint read its chunks (documents separated by "
+                            "[SEP]), instead of at each document's ends only.")
     group.add_argument("--mlm_probability", type=probability, default=0.15,
                        help="The fraction of tokens masked and predicted (default 0.15, as BERT).")
 
@@ -157,20 +162,40 @@ def group_texts(batch: dict, block_length: int) -> dict:
             for name, tokens in concatenated.items()}
 
 
+def group_in_framed_blocks(batch: dict, block_length: int, block: int, tokenizer) -> dict:
+    """:func:`group_texts` with ``[CLS]``/``[SEP]`` at the edges of every aligned block of ``block`` tokens
+    (``hf_effattn.block_tokens``): the texts' content ids, each text ended by ``[SEP]``, concatenated, cut into
+    pieces that fill ``block_length`` tokens once framed, and framed; the remainder dropped."""
+    sep = tokenizer.sep_token_id
+    content = [token for ids in batch["input_ids"] for token in (*ids, sep)]
+    piece = content_fitting(block_length, block)
+    rows = [framed_blocks(content[start:start + piece], block, tokenizer.cls_token_id, sep)
+            for start in range(0, len(content) // piece * piece, piece)]
+    return {"input_ids": rows, "attention_mask": [[1] * len(ids) for ids in rows],
+            "special_tokens_mask": [special_tokens_mask(ids, tokenizer) for ids in rows]}
+
+
 def tokenize_split(split, tokenizer, column: str, args: argparse.Namespace, source: str):
-    """The examples of one split: token blocks of ``--max_seq_length`` (or, ``--line_by_line``, truncated texts)."""
+    """The examples of one split: token blocks of ``--max_seq_length`` (or, ``--line_by_line``, truncated texts),
+    framed at every aligned block with ``--block_special_tokens`` (``args.local_block``: the model's blocks)."""
     length = args.max_seq_length
 
     def tokenize(batch):
         if args.line_by_line:
             return tokenizer(batch[column], truncation=True, max_length=length, return_special_tokens_mask=True)
+        if args.block_special_tokens:
+            return {"input_ids": tokenizer(batch[column], add_special_tokens=False, verbose=False)["input_ids"]}
         return tokenizer(batch[column], return_special_tokens_mask=True, verbose=False)  # long texts: cut below
 
     examples = split.map(tokenize, batched=True, remove_columns=split.column_names, desc=f"Tokenizing {source}")
     if not args.line_by_line:
         tokens = sum(len(ids) for ids in examples["input_ids"])
-        examples = examples.map(group_texts, batched=True, batch_size=GROUPING_BATCH,
-                                fn_kwargs={"block_length": length}, desc=f"Grouping {source} into blocks of {length}")
+        grouping = (group_in_framed_blocks, {"block": args.local_block, "tokenizer": tokenizer}) \
+            if args.block_special_tokens else (group_texts, {})
+        examples = examples.map(grouping[0], batched=True, batch_size=GROUPING_BATCH,
+                                fn_kwargs={"block_length": length, **grouping[1]},
+                                remove_columns=examples.column_names,
+                                desc=f"Grouping {source} into blocks of {length}")
         if len(examples) == 0:
             raise ValueError(f"{source} gives {tokens} tokens, not one block of --max_seq_length {length}: give more "
                              "text, a smaller --max_seq_length, or --line_by_line.")

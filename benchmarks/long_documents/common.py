@@ -13,14 +13,18 @@ DATA, RESULTS, MODELS = HERE / "data", HERE / "results", HERE / "models"
 MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
 LONG, SHORT = 2048, 512
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
+BLOCK = SHORT  # the aligned blocks of the block rows: the checkpoint's own length
 
 
 @dataclass(frozen=True)
 class Row:
-    """One model of the benchmark: an attention (with its window settings) converted from MiniLM at 512 and put
+    """One model of the benchmark: an attention (with its local part's settings) converted from MiniLM at 512 and put
     through the same stages, extension to 2,048, long attention transfer and masked-LM pretraining, with the same
-    budget. ``transfer_window_dropout`` / ``mlm_window_dropout``: the share of steps with the window switched off
-    (hybrids only); ``transfer_steps``: a lever's own transfer budget (None: the run's, ``--transfer_steps``)."""
+    budget. ``transfer_window_dropout`` / ``mlm_window_dropout``: the share of steps with the local part switched off
+    (hybrids only); ``transfer_steps``: a lever's own transfer budget (None: the run's, ``--transfer_steps``);
+    ``framed``: [CLS]/[SEP] at every block's edges in pretraining and evaluation (rows with aligned blocks); ``direct``:
+    no transfer, masked-LM pretraining straight from the extended model; ``mlm_options``: a lever's own options of
+    ``run_mlm.py``."""
 
     name: str
     attention: str
@@ -29,10 +33,18 @@ class Row:
     mlm_window_dropout: float = 0.0
     transfer_steps: int | None = None
     what: str = ""
+    framed: bool = False
+    direct: bool = False
+    mlm_options: tuple[str, ...] = ()
 
     @property
     def hybrid(self) -> bool:
-        return self.attention != "local" and "local_window" in self.settings
+        return self.attention != "local" and ("local_window" in self.settings or "local_block" in self.settings)
+
+    @property
+    def block(self) -> int | None:
+        """The aligned blocks' size, or None."""
+        return self.settings.get("local_block")
 
 
 def hybrid(mechanism: str, window: int = WINDOW, lever: tuple[str, str] = ("", ""), settings: dict | None = None,
@@ -44,6 +56,18 @@ def hybrid(mechanism: str, window: int = WINDOW, lever: tuple[str, str] = ("", "
     suffix, note = lever
     return Row(f"{mechanism}-w{window}{suffix}", mechanism, {"local_window": window, **(settings or {})}, **budget,
                what=f"{mechanism} beside a {window}-token window" + (f", {note}" if note else ""))
+
+
+def blocks(mechanism: str, lever: tuple[str, str] = ("", ""), settings: dict | None = None, framed: bool = True,
+           **budget) -> Row:
+    """A mechanism beside aligned blocks of the checkpoint's own 512 tokens (the chunked reader, the mechanism a
+    gated memory across the blocks), framed by default, no window dropout; ``lever`` as for :func:`hybrid`."""
+    suffix, note = lever
+    alone = mechanism == "local"  # the chunked reader: nothing to transfer, pretrained straight away
+    what = "blocks of 512 alone: the chunked reader as one model" if alone else \
+        f"{mechanism} as a memory across blocks of 512"
+    return Row(f"{mechanism}-b{BLOCK}{suffix}", mechanism, {"local_block": BLOCK, **(settings or {})}, framed=framed,
+               what=what + (f", {note}" if note else ""), **{"direct": alone, **budget})
 
 
 ROWS = {row.name: row for row in [
@@ -60,6 +84,10 @@ ROWS = {row.name: row for row in [
     hybrid("kerformer", lever=("-transfer600", "600 transfer steps"), transfer_steps=600),
     *(hybrid(mechanism, lever=("-every2", "in every other layer"), settings={"local_window_every": 2})
       for mechanism in ("kerformer", "singularformer")),
+    blocks("local"), blocks("local", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),
+    *(blocks(mechanism) for mechanism in MECHANISMS),
+    *(blocks(mechanism, lever=("-direct", "no attention transfer"), direct=True) for mechanism in MECHANISMS),
+    blocks("kerformer", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),
 ]}
 
 

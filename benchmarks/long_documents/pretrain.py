@@ -79,8 +79,20 @@ def windows(inputs, labels, tokenizer, content: int):
              torch.cat([ignore, labels[i:i + content], ignore])[None]) for i in starts]
 
 
-def heldout_windows(tokenizer, length: int):
-    """The held-out documents' masked tokens, in windows of ``length`` tokens (512 or 2,048)."""
+def framed(inputs, labels, tokenizer, block: int):
+    """Content ``[L]`` laid out with [CLS]/[SEP] at the edges of every aligned block of ``block`` tokens
+    (``hf_effattn.block_tokens``): one window ``(input_ids [1, N], labels [1, N])``."""
+    import torch
+
+    from hf_effattn.block_tokens import framed_blocks
+
+    layout = lambda ids, cls, sep: torch.tensor(framed_blocks(ids.tolist(), block, cls, sep))[None]  # noqa: E731
+    return [(layout(inputs, tokenizer.cls_token_id, tokenizer.sep_token_id), layout(labels, -100, -100))]
+
+
+def heldout_windows(tokenizer, length: int, block: int | None = None):
+    """The held-out documents' masked tokens, in windows of ``length`` tokens (512 or 2,048); with ``block``, each
+    document one window framed at every block of ``block`` (at 2,048 and 512: the four windows of 512, as one)."""
     import torch
 
     generator = torch.Generator().manual_seed(MASK_SEED)
@@ -88,7 +100,8 @@ def heldout_windows(tokenizer, length: int):
     result = []
     for row in read_jsonl("mlm_heldout"):
         ids = torch.tensor(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"][:CONTENT])
-        result += windows(*mask_tokens(ids, tokenizer, generator), tokenizer, content)
+        masked = mask_tokens(ids, tokenizer, generator)
+        result += framed(*masked, tokenizer, block) if block else windows(*masked, tokenizer, content)
     return result
 
 
@@ -100,14 +113,15 @@ def masked_features(model, input_ids, labels):
     return hidden[where], labels[where]
 
 
-def heldout_loss(model, tokenizer, length: int) -> dict:
-    """Mean masked-LM cross-entropy (nats per masked token) over the held-out windows of ``length`` tokens."""
+def heldout_loss(model, tokenizer, length: int, block: int | None = None) -> dict:
+    """Mean masked-LM cross-entropy (nats per masked token) over the held-out windows of ``length`` tokens (framed
+    at every block of ``block``, where given)."""
     import torch
 
     model.eval()
     total, count, started = 0.0, 0, time.perf_counter()
     with torch.no_grad():
-        for input_ids, labels in heldout_windows(tokenizer, length):
+        for input_ids, labels in heldout_windows(tokenizer, length, block):
             features, targets = masked_features(model, input_ids, labels)
             total += torch.nn.functional.cross_entropy(model.lm_head(features).float(), targets,
                                                        reduction="sum").item()
@@ -172,8 +186,9 @@ def train_head(args) -> dict:
                      "heldout_loss_before": before["loss"]}}
 
 
-def evaluate_folder(folder: Path, length: int) -> dict:
-    """The held-out loss of the model in ``folder`` at ``length``; a hybrid's also with its mechanism's part off."""
+def evaluate_folder(folder: Path, length: int, block: int | None = None) -> dict:
+    """The held-out loss of the model in ``folder`` at ``length`` (framed at every block of ``block``, where given);
+    a hybrid's also with its mechanism's part off."""
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
@@ -181,10 +196,10 @@ def evaluate_folder(folder: Path, length: int) -> dict:
 
     model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device())
     tokenizer = AutoTokenizer.from_pretrained(folder)
-    result = heldout_loss(model, tokenizer, length)
+    result = {**heldout_loss(model, tokenizer, length, block), "framed_block": block}
     if has_hybrid_layers(model):
         with only_part(model, "window"):
-            result["loss_window_alone"] = heldout_loss(model, tokenizer, length)["loss"]
+            result["loss_window_alone"] = heldout_loss(model, tokenizer, length, block)["loss"]
         result["mechanism_weights"] = mechanism_weights(model)
     return result
 
@@ -222,8 +237,9 @@ def convert_command(row, args, transfer: bool) -> list[str]:
     return command
 
 
-def mlm_command(source: Path, output: Path, args, length: int = LONG, window_dropout: float = 0.0) -> list[str]:
-    """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048."""
+def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) -> list[str]:
+    """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048; a
+    ``row``'s window dropout, framing and lever options."""
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
                "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
                "--max_eval_samples", "2", "--max_seq_length", str(length),
@@ -232,7 +248,10 @@ def mlm_command(source: Path, output: Path, args, length: int = LONG, window_dro
                "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
                "--num_warmup_steps", str(args.mlm_warmup_steps), "--seed", str(MLM_SEED),
                "--output_dir", str(output), "--overwrite_output_dir"]
-    return command + (["--window_dropout", str(window_dropout)] if window_dropout else [])
+    if row is None:
+        return command
+    return command + (["--window_dropout", str(row.mlm_window_dropout)] if row.mlm_window_dropout else []) \
+        + (["--block_special_tokens"] if row.framed else []) + list(row.mlm_options)
 
 
 def stage_command(row, stage: str, args) -> list[str]:
@@ -240,13 +259,13 @@ def stage_command(row, stage: str, args) -> list[str]:
         return mlm_command(HEAD_FOLDER, folder_of("sdpa", stage), args, SHORT)
     if stage in ("extend", "transfer"):
         return convert_command(row, args, transfer=stage == "transfer")
-    source = folder_of(row.name, "extend" if row.attention == "sdpa" else "transfer")
-    return mlm_command(source, folder_of(row.name, stage), args, window_dropout=row.mlm_window_dropout)
+    source = folder_of(row.name, "transfer" if applies(row, "transfer") else "extend")
+    return mlm_command(source, folder_of(row.name, stage), args, row=row)
 
 
 def applies(row, stage: str) -> bool:
-    """Softmax is the transfer's teacher: its row has no transfer stage."""
-    return not (row.attention == "sdpa" and stage == "transfer")
+    """Softmax is the transfer's teacher: its row has no transfer stage, nor has a row pretrained ``direct``."""
+    return not ((row.attention == "sdpa" or row.direct) and stage == "transfer")
 
 
 def transfer_summary(folder: Path) -> dict:
@@ -277,7 +296,8 @@ def run_stage(name: str, stage: str, args) -> None:
     if stage.startswith("mlm"):
         result["tokens_trained"] = args.mlm_steps * args.mlm_accumulation * args.batch_size * LONG
     length = SHORT if stage == "mlm_512" else LONG
-    write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length)})
+    block = row.block if row.framed and stage != "mlm_512" else None
+    write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length, block)})
 
 
 def jobs(rows: list[str], stages: list[str]) -> list[tuple[str, str]]:

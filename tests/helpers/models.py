@@ -16,9 +16,14 @@ import hf_effattn
 
 MECHANISMS = ["singularformer", "kerformer", "dba", "psf", "eager", "sdpa", "linear", "performer", "nystromformer",
               "linformer", "cosformer", "local"]
-HYBRIDS = ["kerformer+window", "dba+window", "psf+window"]  # one kernelized, one mixed with state, one without q/k
-# The window of the "local" and "<name>+window" cases, for texts (up to 18 tokens) and images (5 tokens).
+# Beside a window: one kernelized, one mixed with state, one without q/k; beside aligned blocks: one of each way of
+# mixing (one normaliser, a gate per head).
+HYBRIDS = ["kerformer+window", "dba+window", "psf+window", "kerformer+blocks", "dba+blocks"]
+# The window of the "local" and "<name>+window" cases, for texts (up to 18 tokens) and images (5 tokens), and the
+# blocks of the "<name>+blocks" cases.
 TEXT_WINDOW, VISION_WINDOW = {"local_window": 6, "global_tokens": 1}, {"local_window": 4, "global_tokens": 1}
+LOCAL_PARTS = {"window": (TEXT_WINDOW, VISION_WINDOW),
+               "blocks": ({"local_block": 6, "global_tokens": 1}, {"local_block": 2, "global_tokens": 1})}
 PAD = 1  # RoBERTa's pad_token_id
 
 SIZES = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
@@ -27,22 +32,25 @@ TEXT = dict(SIZES, vocab_size=40, max_position_embeddings=20, type_vocab_size=2)
 VISION = dict(SIZES, image_size=8, patch_size=4, encoder_stride=4, num_channels=3)  # 4 patches + [CLS]
 
 
-def with_window(attention_type: str, window: dict, overrides: dict) -> tuple[str, dict]:
-    """``"local"`` and ``"<name>+window"`` cases: the mechanism, and ``window`` merged into its settings."""
+def with_local_part(attention_type: str, vision: bool, overrides: dict) -> tuple[str, dict]:
+    """``"local"``, ``"<name>+window"`` and ``"<name>+blocks"`` cases: the mechanism, and the local part's settings
+    (:data:`LOCAL_PARTS`, the text or the vision ones) merged into its settings."""
     if not isinstance(attention_type, str):  # left for the config to refuse
         return attention_type, overrides
-    if attention_type == "local" or attention_type.endswith("+window"):
-        overrides = {**overrides, "attention_config": {**window, **(overrides.get("attention_config") or {})}}
-    return attention_type.removesuffix("+window"), overrides
+    name, _, part = attention_type.partition("+")
+    if name == "local" or part:
+        local = LOCAL_PARTS[part or "window"][vision]
+        overrides = {**overrides, "attention_config": {**local, **(overrides.get("attention_config") or {})}}
+    return name, overrides
 
 
 def text_config(attention_type: str = "sdpa", **overrides) -> hf_effattn.EffAttnRobertaConfig:
-    attention_type, overrides = with_window(attention_type, TEXT_WINDOW, overrides)
+    attention_type, overrides = with_local_part(attention_type, False, overrides)
     return hf_effattn.EffAttnRobertaConfig(attention_type=attention_type, **{**TEXT, **NO_DROPOUT, **overrides})
 
 
 def vision_config(attention_type: str = "sdpa", **overrides) -> hf_effattn.EffAttnViTConfig:
-    attention_type, overrides = with_window(attention_type, VISION_WINDOW, overrides)
+    attention_type, overrides = with_local_part(attention_type, True, overrides)
     return hf_effattn.EffAttnViTConfig(attention_type=attention_type, **{**VISION, **NO_DROPOUT, **overrides})
 
 

@@ -104,3 +104,16 @@ def test_the_real_minilm_with_its_own_blocks_reads_a_long_text_as_it_reads_each_
                                                            max_length=1024).eval()
     hidden = model(encoded["input_ids"][None]).last_hidden_state[0]
     torch.testing.assert_close(hidden, expected, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("attention_type, setting", [("kerformer", None), ("dba", None), ("dba", 0.3)])
+def test_a_checkpoint_converted_to_blocks_starts_its_gates_at_the_documented_value(attention_type, setting, tmp_path):
+    """The gates are new parameters of a converted checkpoint: initialised (never left as allocated), at the
+    mechanism's default beside blocks or at ``initial_mechanism_weight``."""
+    from hf_effattn.hybrid_parts import mechanism_weights
+
+    save_source(RobertaModel, "roberta", tmp_path)
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type=attention_type, local_block=CHUNK,
+                                                           initial_mechanism_weight=setting, max_length=LONG)
+    expected = setting or hf_effattn.get_attention_class(attention_type).block_mechanism_weight
+    assert mechanism_weights(model) == [pytest.approx([expected] * 2)] * 2

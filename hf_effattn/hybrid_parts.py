@@ -92,19 +92,24 @@ def mechanism_weights(model: nn.Module) -> list[list[float] | None]:
 # The mechanism weights' (the gates') own learning rate, in attention transfer, masked-LM pretraining and fine-tuning:
 # at the weights' learning rate a gate stays where it starts (docs/long-inputs.md has the measurements).
 MECHANISM_WEIGHT_LEARNING_RATE = 1e-2
+# Adam's epsilon for the gates: a gate near zero has gradients of the gate's own order (1e-11 for a gate of 1e-4 is
+# usual), which Adam's default 1e-8 would swamp, leaving it where it starts.
+MECHANISM_WEIGHT_EPS = 1e-16
 
 
 def with_mechanism_weight_group(groups: list[dict], model: nn.Module, learning_rate: float | None) -> list[dict]:
-    """Optimizer parameter ``groups`` with the hybrid layers' gates (``window.mechanism_logit``) moved into a group
-    of their own, at ``learning_rate`` (None: the optimizer's) and without weight decay; ``groups`` unchanged when
-    ``model`` has no hybrid layer. A logit moves the gate multiplicatively where it is small, so that Adam's steps
-    of about ``learning_rate`` in the logit take it away from a start near zero within a few hundred steps."""
+    """Adam(W) parameter ``groups`` with the hybrid layers' gates (``window.mechanism_logit``) moved into a group of
+    their own, at ``learning_rate`` (None: the optimizer's), without weight decay and with Adam's epsilon at
+    :data:`MECHANISM_WEIGHT_EPS`; ``groups`` unchanged when ``model`` has no hybrid layer. A logit moves the gate
+    multiplicatively where it is small, so that Adam's steps of about ``learning_rate`` in the logit take it away
+    from a start near zero within a few hundred steps."""
     gates = {id(layer.window.mechanism_logit) for layer in hybrid_layers(model)}
     if not gates:
         return groups
     kept = [{**group, "params": [p for p in group["params"] if id(p) not in gates]} for group in groups]
     own = [p for group in groups for p in group["params"] if id(p) in gates]
-    gate_group = {"params": own, "weight_decay": 0.0} | ({} if learning_rate is None else {"lr": learning_rate})
+    gate_group = {"params": own, "weight_decay": 0.0, "eps": MECHANISM_WEIGHT_EPS} | (
+        {} if learning_rate is None else {"lr": learning_rate})
     return [group for group in kept if group["params"]] + [gate_group]
 
 

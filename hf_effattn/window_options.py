@@ -12,9 +12,10 @@ from .modeling.configuration_effattn import WINDOW_SETTINGS
 CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
 
 
-def block_size(text: str) -> int:
-    """``--local_block S``: a positive number of tokens (without S: :data:`CHECKPOINT_BLOCK`, argparse's const)."""
-    return positive_int(text)
+def block_size(text: str) -> int | str:
+    """``--local_block S``: a positive number of tokens, or ``checkpoint`` (:data:`CHECKPOINT_BLOCK`, also what the
+    option means without S) for the checkpoint's own length."""
+    return CHECKPOINT_BLOCK if text == CHECKPOINT_BLOCK else positive_int(text)
 
 
 def with_window_settings(attention_config: dict | None, options: argparse.Namespace) -> dict | None:

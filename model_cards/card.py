@@ -145,7 +145,7 @@ class CardContent:
     # "position_extension", with "trained_length", the longest input the run trained on, for the latter.
     extension: dict | None = None
     license: License = License(None)
-    # With a local window beside the mechanism: each layer's learned weight of the mechanism's part, per head.
+    # With a local window or blocks beside the mechanism: each layer's learned weight of its part (gate), per head.
     window_weights: list[list[float]] | None = None
 
 
@@ -283,6 +283,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         transfer=content.transfer,
         window_weights=content.window_weights,
         local_window=content.attention_config.get("local_window"),
+        local_block=content.attention_config.get("local_block"),
         global_tokens=content.attention_config.get("global_tokens"),
         local_window_every=content.attention_config.get("local_window_every", 1),
         shared_normaliser=issubclass(get_attention_class(content.attention_type), KernelAttention),

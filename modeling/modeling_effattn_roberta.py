@@ -132,6 +132,12 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
         period = learned_length(rows.detach())
         return period if period < len(rows) else None
 
+    @classmethod
+    def extension_period(cls, saved) -> int:
+        """A RoBERTa or BERT checkpoint's positions are all learned: an extension copies them in blocks of its
+        maximum length."""
+        return saved.attention_max_length
+
     @staticmethod
     def first_position_row(config) -> int:
         """The first row a token uses: RoBERTa reserves rows ``0 .. pad_token_id``, BERT none."""

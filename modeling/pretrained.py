@@ -147,10 +147,12 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         saved = config.resized({name: source[name] for name in config.size_fields if name in source})
         target = config if size is None else config.resized(config.size_values(size))
         target.check_extends(saved, pretrained_model_name_or_path)
-        if source_type == own_type:
+        if source_type == own_type:  # copied positions of ours are checked once loaded (check_block_alignment)
             check_same_attention(source, config, pretrained_model_name_or_path, convert_attention)
         else:
             kwargs.setdefault("key_mapping", cls.checkpoint_key_mappings[source_type])
+            if target.input_size != saved.input_size:
+                check_block_period(target.attention_config.get("local_block"), cls.extension_period(saved))
         return LoadPlan(pretrained_model_name_or_path, source, saved, target, kwargs)
 
     @classmethod
@@ -188,19 +190,16 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         None (the family's rule; None where positions are not copied)."""
         return None
 
+    @classmethod
+    def extension_period(cls, saved) -> int | None:
+        """The period of the positions an extension of a source checkpoint (config ``saved``, its learned table)
+        copies, or None where positions are not copied (the family's rule)."""
+        return None
+
     def check_block_alignment(self) -> None:
-        """Raise where aligned blocks (``local_block``) would not restart the copied positions: with Longformer's
-        copy the token of rank t has position row ``t mod L``, so that only blocks of L tokens read each block as
-        the checkpoint read its inputs (``local_blocks.py``)."""
-        block, period = self.config.attention_config.get("local_block"), self.position_period()
-        if block is None or period is None or block == period:
-            return
-        raise ValueError(
-            f"local_block={block} differs from the period of this model's positions: they were extended by copying "
-            f"its {period} learned positions, so blocks of {period} tokens restart them (each block read as the "
-            f"checkpoint read {period} tokens) and blocks of {block} would not: set local_block={period} "
-            f"(hf-effattn convert --local_block {period})."
-        )
+        """Raise where aligned blocks (``local_block``) would not restart the copied positions (see
+        :func:`check_block_period`)."""
+        check_block_period(self.config.attention_config.get("local_block"), self.position_period())
 
     def extend_position_embeddings(self, config) -> None:
         """Grow the position embeddings, in place, to the input size of ``config`` (the family's rule, see
@@ -249,6 +248,20 @@ def check_size_arguments(cls, kwargs: dict) -> None:
             raise ValueError(f"{other}={kwargs[other]!r} does not apply to {cls.__name__}, whose input size is set by "
                              f"{own}: pass {own}=... to extend it, or load the checkpoint with the model class of its "
                              "own family.")
+
+
+def check_block_period(block: int | None, period: int | None) -> None:
+    """Raise unless aligned blocks of ``block`` tokens restart positions copied with ``period`` (either None: nothing
+    to check): with Longformer's copy the token of rank t has position row ``t mod L``, so that only blocks of L
+    tokens read each block as the checkpoint read its inputs (``local_blocks.py``)."""
+    if block is None or period is None or block == period:
+        return
+    raise ValueError(
+        f"local_block={block} differs from the period of this model's positions: they were extended by copying "
+        f"its {period} learned positions, so blocks of {period} tokens restart them (each block read as the "
+        f"checkpoint read {period} tokens) and blocks of {block} would not: set local_block={period} "
+        f"(hf-effattn convert --local_block {period})."
+    )
 
 
 def without_file_keys(config_dict: dict) -> dict:

@@ -20,7 +20,7 @@ from typing import Callable
 from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
 from ..hub_or_local import check_found
-from ..hybrid_parts import mechanism_weights
+from ..hybrid_parts import has_hybrid_layers, mechanism_weights
 from ..model_cards import CardContent, CardKind, card_license, card_writer
 from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
 from ..window_options import with_window_settings
@@ -210,8 +210,8 @@ def finetune(args, accelerator, model, data, processor, kind: CardKind, folder: 
     return outcome
 
 
-def hyperparameters(args, accelerator, outcome: TrainingOutcome) -> dict:
-    """The training settings a model card reports."""
+def hyperparameters(args, accelerator, outcome: TrainingOutcome, model) -> dict:
+    """The training settings a model card reports (the gates' own learning rate where ``model`` has gates)."""
     settings = {
         "learning_rate": args.learning_rate,
         "weight_decay": args.weight_decay,
@@ -231,6 +231,8 @@ def hyperparameters(args, accelerator, outcome: TrainingOutcome) -> dict:
             settings[name] = getattr(args, name)
     if getattr(args, "attention_transfer_steps", 0):
         settings["attention_transfer_steps"] = args.attention_transfer_steps
+    if has_hybrid_layers(model):
+        settings["mechanism_weight_learning_rate"] = args.mechanism_weight_learning_rate
     return settings
 
 
@@ -248,7 +250,7 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         dataset_id=data.dataset_id,
         dataset_config=data.dataset_config,
         results=outcome.final_metrics,
-        hyperparameters={**hyperparameters(args, accelerator, outcome), **lora_settings(unwrapped)},
+        hyperparameters={**hyperparameters(args, accelerator, outcome, unwrapped), **lora_settings(unwrapped)},
         best={"metric": data.metrics.main, "value": state.best_metric, "step": state.best_step},
         transfer=transfer,
         lora=is_peft_model(unwrapped),

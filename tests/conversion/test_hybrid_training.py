@@ -126,7 +126,7 @@ def convert_refusal(capsys, tmp_path, source, *options) -> str:
     (["--attention_type", "kerformer", "--local_window", "64"],
      "local_window=64: it must be at most the model's maximum length"),
     (["--attention_type", "kerformer", "--local_window", "0"], "argument --local_window: expected an integer >= 1"),
-    (["--attention_type", "kerformer", "--global_tokens", "1"], "global_tokens=1: it must be 0 without a local window"),
+    (["--attention_type", "kerformer", "--global_tokens", "1"], "global_tokens=1: it must be 0 without a local part"),
     (["--attention_type", "kerformer", "--local_window_every", "2"],
      "local_window_every=2: it must be 1 without a local window"),
     (["--attention_type", "sdpa", "--local_window", "4"], "use attention_type='local'"),
@@ -144,7 +144,7 @@ def test_the_window_is_refused_in_one_line(options, message, capsys, tmp_path, s
 def test_window_dropout_without_a_window_is_refused_before_anything_trains(capsys, tmp_path, source):
     error = convert_refusal(capsys, tmp_path, source, "--attention_type", "dba", "--transfer_data",
                             texts_file(tmp_path), "--transfer_window_dropout", "0.2")
-    assert "acts on a local window beside the mechanism, and this 'dba' model has none: set local_window" in error
+    assert "acts on a local window or blocks beside the mechanism, and this 'dba' model has none: set local_window" in error
 
 
 def test_fine_tuning_refuses_window_dropout_without_a_window(tmp_path, source):

@@ -152,7 +152,8 @@ class AttentionSettings:
         require(self.global_tokens == 0 or local, "global_tokens", self.global_tokens,
                 "0 without a local part (global tokens are exact attention beside it): set local_window or local_block")
         require(self.local_block is None or self.global_tokens <= self.local_block, "global_tokens",
-                self.global_tokens, f"at most local_block={self.local_block} (the global tokens lie in the first block)")
+                self.global_tokens,
+                f"at most local_block={self.local_block} (the global tokens lie in the first block)")
         require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
                 self.local_window_every, "1 without a local window (it chooses the layers that get one; blocks are in "
                 "every layer): set local_window too")

@@ -144,7 +144,8 @@ def test_the_window_is_refused_in_one_line(options, message, capsys, tmp_path, s
 def test_window_dropout_without_a_window_is_refused_before_anything_trains(capsys, tmp_path, source):
     error = convert_refusal(capsys, tmp_path, source, "--attention_type", "dba", "--transfer_data",
                             texts_file(tmp_path), "--transfer_window_dropout", "0.2")
-    assert "acts on a local window or blocks beside the mechanism, and this 'dba' model has none: set local_window" in error
+    assert ("acts on a local window or blocks beside the mechanism, and this 'dba' model has none: set local_window"
+            in error)
 
 
 def test_fine_tuning_refuses_window_dropout_without_a_window(tmp_path, source):

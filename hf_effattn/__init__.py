@@ -8,7 +8,9 @@ The package surface:
   (``EffAttnRoberta*``, ``EffAttnViT*``), registered with the ``Auto*`` classes on import;
 * model presets (``list_models``, ``create_model``);
 * attention transfer (``transfer_attention``), which trains a converted model's new attention to reproduce its
-  source's softmax attention.
+  source's softmax attention;
+* ``tokenize_in_blocks``: long inputs framed by [CLS] and [SEP] at every aligned block, as a checkpoint read its
+  chunks (models with ``local_block``).
 
 The model code itself lives in the flat folder ``modeling/`` at the top of the repository, installed as
 ``hf_effattn.modeling``, so that saved checkpoints carry it as remote code.
@@ -48,6 +50,7 @@ from .modeling.modeling_effattn_vit import (
     EffAttnViTPreTrainedModel,
 )
 from .presets import create_config, create_model, list_models
+from .block_tokens import tokenize_in_blocks
 from .conversion import TransferReport, convert, transfer_attention
 from .version import __version__
 
@@ -73,5 +76,5 @@ __all__ = [
     "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice",
     "EffAttnViTPreTrainedModel", "EffAttnViTModel", "EffAttnViTForImageClassification",
     "EffAttnViTForMaskedImageModeling", "create_config", "create_model", "list_models",
-    "TransferReport", "transfer_attention",
+    "TransferReport", "transfer_attention", "tokenize_in_blocks",
 ]

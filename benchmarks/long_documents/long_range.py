@@ -25,17 +25,17 @@ KIND = "long_range"
 CHUNK = SHORT - 2
 
 
-def reader(name: str) -> tuple[str, int, str | None]:
-    """The folder, the reading length and the hybrid part of reader ``name``."""
+def reader(name: str) -> tuple[str, int, str | None, int | None]:
+    """The folder, the reading length, the hybrid part and the framed blocks (or None) of reader ``name``."""
     if name == "sdpa-512":
-        return str(HEAD_FOLDER), SHORT, None
+        return str(HEAD_FOLDER), SHORT, None, None
     if name == "sdpa-512@mlm_512":
-        return str(folder_of("sdpa", "mlm_512")), SHORT, None
+        return str(folder_of("sdpa", "mlm_512")), SHORT, None, None
     row, _, stage = name.partition("@")
     stage, _, part = stage.partition("-")
     if row not in ROWS or stage not in ("extend", "transfer", "mlm") or part not in ("", "window-alone"):
         raise SystemExit(f"error: unknown reader {name!r}: sdpa-512, sdpa-512@mlm_512 or <row>@<stage>[-window-alone]")
-    return str(folder_of(row, stage)), LONG, "window" if part else None
+    return str(folder_of(row, stage)), LONG, "window" if part else None, ROWS[row].block if ROWS[row].framed else None
 
 
 def far_tokens(inputs, labels) -> list[bool]:
@@ -49,15 +49,16 @@ def far_tokens(inputs, labels) -> list[bool]:
     return far
 
 
-def token_losses(model, tokenizer, length: int) -> list[float]:
-    """The cross-entropy of every held-out masked token, in document order, read in windows of ``length``."""
+def token_losses(model, tokenizer, length: int, block: int | None = None) -> list[float]:
+    """The cross-entropy of every held-out masked token, in document order, read in windows of ``length`` (framed at
+    every block of ``block``, where given: the same tokens in the same order)."""
     import torch
 
     from pretrain import masked_features
 
     losses = []
     with torch.no_grad():
-        for input_ids, labels in heldout_windows(tokenizer, length):
+        for input_ids, labels in heldout_windows(tokenizer, length, block):
             features, targets = masked_features(model, input_ids, labels)
             losses += torch.nn.functional.cross_entropy(model.lm_head(features).float(), targets,
                                                         reduction="none").tolist()
@@ -78,14 +79,15 @@ def measure(name: str) -> dict:
     from hf_effattn import EffAttnRobertaForMaskedLM
     from hf_effattn.hybrid_parts import only_part
 
-    folder, length, part = reader(name)
+    folder, length, part, block = reader(name)
     model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device()).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with only_part(model, part):
-        losses = token_losses(model, tokenizer, length)
+        losses = token_losses(model, tokenizer, length, block)
     far = document_far_tokens(tokenizer)
     assert len(far) == len(losses) and CONTENT % CHUNK == 0
-    return {"reader": name, "folder": folder, "length": length, "part": part, "losses": losses, "far": far,
+    return {"reader": name, "folder": folder, "length": length, "part": part, "framed_block": block,
+            "losses": losses, "far": far,
             "far_tokens": sum(far), "masked_tokens": len(far),
             "loss_far": sum(loss for loss, is_far in zip(losses, far) if is_far) / max(sum(far), 1),
             "loss_near": sum(loss for loss, is_far in zip(losses, far) if not is_far) / max(len(far) - sum(far), 1)}

@@ -53,13 +53,15 @@ STAGES = ("extend", "transfer", "mlm")
 @dataclass(frozen=True)
 class Reader:
     """A model folder and how it reads a document: its first ``limit`` tokens (None: as many as the measure's
-    length), ``chunk`` tokens at a time (None: all at once), with the hybrid layers' ``part`` alone (None: both)."""
+    length), ``chunk`` tokens at a time (None: all at once), with the hybrid layers' ``part`` alone (None: both),
+    framed at every aligned block of ``block`` tokens (None: [CLS] and [SEP] at the ends only)."""
 
     name: str
     folder: str
     limit: int | None = None
     chunk: int | None = None
     part: str | None = None
+    block: int | None = None
 
 
 def reader(name: str) -> Reader:
@@ -78,7 +80,8 @@ def reader(name: str) -> Reader:
         raise SystemExit(f"error: unknown reader {name!r}: sdpa-512, sdpa-512-chunks, sdpa-512-chunks@mlm, or "
                          f"<row>@<stage>[-window-alone] with a row of {', '.join(ROWS)} and a stage of "
                          f"{', '.join(STAGES)}")
-    return Reader(name, str(folder_of(row, stage)), part="window" if part else None)
+    return Reader(name, str(folder_of(row, stage)), part="window" if part else None,
+                  block=ROWS[row].block if ROWS[row].framed else None)
 
 
 def documents(tokenizer, length: int, min_tokens: int = LONG) -> tuple[list[list[int]], list[str]]:
@@ -108,11 +111,19 @@ def passages(ids: list[list[int]], length: int) -> list[list[int]]:
     return taken
 
 
-def embed(model, tokenizer, ids: list[int], length: int, chunk: int | None):
+def embed(model, tokenizer, ids: list[int], length: int, chunk: int | None, block: int | None = None):
     """The mean of the last hidden state over ``[CLS] ids[:length - 2] [SEP]``, or, with ``chunk``, the mean of the
-    chunk embeddings of ``ids[:length - 2]`` read ``chunk`` tokens at a time (each with its own [CLS] and [SEP])."""
+    chunk embeddings of ``ids[:length - 2]`` read ``chunk`` tokens at a time (each with its own [CLS] and [SEP]), or,
+    with ``block``, over the ids framed at every block of ``block`` (``hf_effattn.block_tokens``: at init, with
+    blocks of the chunks' size, the chunks' embedding)."""
     import torch
 
+    from hf_effattn.block_tokens import content_fitting, framed_blocks
+
+    if block is not None:
+        framed = framed_blocks(ids[:content_fitting(length, block)], block, tokenizer.cls_token_id,
+                               tokenizer.sep_token_id)
+        return model(torch.tensor([framed], device=model.device)).last_hidden_state[0].mean(0).float().cpu()
     content = ids[:length - 2] if chunk is None else ids[:(length // chunk) * (chunk - 2)]
     size = len(content) if chunk is None else chunk - 2
     pieces = [content[i:i + size] for i in range(0, len(content), size)]
@@ -174,12 +185,12 @@ def measure(name: str, length: int, min_tokens: int = LONG) -> dict:
     ids, labels = documents(tokenizer, length, min_tokens)
     started = time.perf_counter()
     with torch.no_grad(), only_part(model, chosen.part):
-        document_vectors = torch.stack([embed(model, tokenizer, document, chosen.limit or length, chosen.chunk)
-                                        for document in ids])
+        document_vectors = torch.stack([embed(model, tokenizer, document, chosen.limit or length, chosen.chunk,
+                                              chosen.block) for document in ids])
         query_vectors = torch.stack([embed(model, tokenizer, passage, PASSAGE + 2, None)
                                      for passage in passages(ids, length)]) if min_tokens == LONG else None
     result = {"reader": name, "length": length, "folder": chosen.folder, "limit": chosen.limit,
-              "chunk": chosen.chunk, "part": chosen.part, "encode_seconds": round(time.perf_counter() - started, 1),
+              "chunk": chosen.chunk, "part": chosen.part, "framed_block": chosen.block, "encode_seconds": round(time.perf_counter() - started, 1),
               "threads": 1, "min_tokens": min_tokens}
     if query_vectors is not None:
         result["retrieval"] = retrieval(document_vectors, query_vectors)

@@ -8,6 +8,11 @@
 #     # when both have ended (the cost needs a quiet machine: one process, the rows taking turns):
 #     bash benchmarks/long_documents/run_all.sh cost
 #     bash benchmarks/long_documents/run_all.sh gpu    # on a GPU machine: the cost as users train there
+#
+# The block rows (the chunked reader with a memory, issue 33), in two more lanes:
+#
+#     bash benchmarks/long_documents/run_all.sh blocks-A > logs_blocks_A.txt 2>&1 &
+#     bash benchmarks/long_documents/run_all.sh blocks-B > logs_blocks_B.txt 2>&1 &
 set -euo pipefail
 cd "$(dirname "$0")"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
@@ -15,7 +20,7 @@ export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
 readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for a hybrid unless $2 is @mlm
   for row in $1; do
     echo "$row@mlm"
-    case "$row" in local-*) ;; *-w*) [ "${2:-}" = @mlm ] || echo "$row@mlm-window-alone" ;; esac
+    case "$row" in local-*) ;; *-w*|*-b*) [ "${2:-}" = @mlm ] || echo "$row@mlm-window-alone" ;; esac
   done
 }
 
@@ -53,6 +58,25 @@ case "${1:-}" in
     python represent.py --length 8192 --readers $(readers "$hybrids" @mlm)
     python represent.py --min_tokens 1024 --readers $(readers "$hybrids")
     ;;
+  blocks-A)
+    python gate_start.py
+    python pretrain.py --rows local-b512 kerformer-b512 singularformer-b512 --stages extend transfer mlm
+    blocks="local-b512 kerformer-b512 singularformer-b512"
+    python long_range.py --readers $(readers "$blocks")
+    python pretrain.py --rows kerformer-b512-direct singularformer-b512-direct local-b512-plain --stages extend mlm
+    python represent.py --readers $(readers "$blocks")
+    python represent.py --length 8192 --readers $(readers "$blocks" @mlm)
+    ;;
+  blocks-B)
+    python pretrain.py --rows dba-b512 psf-b512 --stages extend transfer mlm
+    blocks="dba-b512 psf-b512"
+    python long_range.py --readers $(readers "$blocks")
+    python pretrain.py --rows dba-b512-direct psf-b512-direct kerformer-b512-plain --stages extend transfer mlm
+    direct="kerformer-b512-direct singularformer-b512-direct dba-b512-direct psf-b512-direct"
+    python long_range.py --readers $(readers "$direct")
+    python represent.py --readers $(readers "$blocks")
+    python represent.py --length 8192 --readers $(readers "$blocks" @mlm)
+    ;;
   cost)
     python cost.py --length 2048 --repeats 3
     python cost.py --length 2048 --repeats 3 --no_attention_dropout
@@ -66,7 +90,7 @@ case "${1:-}" in
     python cost.py --length 8192 --dtype bfloat16 --batch_size 2 --repeats 10 --rows $rows
     ;;
   *)
-    echo "usage: run_all.sh A|B|cost|gpu" >&2
+    echo "usage: run_all.sh A|B|blocks-A|blocks-B|cost|gpu" >&2
     exit 2
     ;;
 esac

@@ -88,6 +88,9 @@ ROWS = {row.name: row for row in [
     *(blocks(mechanism) for mechanism in MECHANISMS),
     *(blocks(mechanism, lever=("-direct", "no attention transfer"), direct=True) for mechanism in MECHANISMS),
     blocks("kerformer", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),
+    *(blocks(mechanism, lever=("-direct-gate-lr0.1", "no attention transfer, the gates at a learning rate of 0.1"),
+             direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"))
+      for mechanism in ("kerformer", "singularformer")),
 ]}
 
 

@@ -307,6 +307,17 @@ def jobs(rows: list[str], stages: list[str]) -> list[tuple[str, str]]:
                     if stage in stages and applies(ROWS[row], stage)]
 
 
+def add_budget_arguments(parser: argparse.ArgumentParser) -> None:
+    """The budget every row gets: blocks per step, transfer and masked-LM steps and learning rates."""
+    parser.add_argument("--batch_size", type=int, default=1, help="blocks of 2,048 per transfer and MLM step")
+    parser.add_argument("--transfer_steps", type=int, default=150)
+    parser.add_argument("--transfer_learning_rate", type=float, default=1e-3)
+    parser.add_argument("--mlm_steps", type=int, default=80)
+    parser.add_argument("--mlm_accumulation", type=int, default=4)
+    parser.add_argument("--mlm_learning_rate", type=float, default=1e-4)
+    parser.add_argument("--mlm_warmup_steps", type=int, default=8)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", default=list(ROWS), choices=list(ROWS))
@@ -316,13 +327,7 @@ def main() -> None:
     parser.add_argument("--head_steps", type=int, default=400)
     parser.add_argument("--head_batch_size", type=int, default=256, help="masked tokens per head step")
     parser.add_argument("--head_learning_rate", type=float, default=1e-3)
-    parser.add_argument("--batch_size", type=int, default=1, help="blocks of 2,048 per transfer and MLM step")
-    parser.add_argument("--transfer_steps", type=int, default=150)
-    parser.add_argument("--transfer_learning_rate", type=float, default=1e-3)
-    parser.add_argument("--mlm_steps", type=int, default=80)
-    parser.add_argument("--mlm_accumulation", type=int, default=4)
-    parser.add_argument("--mlm_learning_rate", type=float, default=1e-4)
-    parser.add_argument("--mlm_warmup_steps", type=int, default=8)
+    add_budget_arguments(parser)
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     set_threads(args.threads)

@@ -66,6 +66,7 @@ case "${1:-}" in
     python pretrain.py --rows kerformer-b512-direct singularformer-b512-direct local-b512-plain --stages extend mlm
     python represent.py --readers $(readers "$blocks")
     python represent.py --length 8192 --readers $(readers "$blocks" @mlm)
+    python memory_span.py   # after kerformer-b512-direct (lane blocks-B)
     ;;
   blocks-B)
     python pretrain.py --rows dba-b512 psf-b512 --stages extend transfer mlm
@@ -76,6 +77,9 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$direct")
     python represent.py --readers $(readers "$blocks")
     python represent.py --length 8192 --readers $(readers "$blocks" @mlm)
+    levers="kerformer-b512-direct-gate-lr0.1 singularformer-b512-direct-gate-lr0.1"
+    python pretrain.py --rows $levers --stages extend mlm
+    python long_range.py --readers $(readers "$levers")
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

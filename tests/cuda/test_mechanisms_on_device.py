@@ -137,7 +137,8 @@ def allowances(case: str, padding: str, dtype: str) -> dict[str, float]:
 
 
 def assert_runs_close(actual: Run, expected: Run, allowed: dict[str, float], what: str) -> None:
-    """``actual``'s outputs and gradients within ``allowed`` (:func:`allowances`) of ``expected``'s; pads' gradient 0."""
+    """``actual``'s outputs and gradients within ``allowed`` (:func:`allowances`) of ``expected``'s; the pads' gradient
+    zero."""
     for name, value in actual.outputs.items():
         assert_close_in_norm(value, expected.outputs[name], allowed[name], f"{name}, {what}")
     assert_close_in_norm(actual.input_gradient, expected.input_gradient, allowed["input"], f"input gradient, {what}")
@@ -166,4 +167,5 @@ def test_the_fast_path_equals_the_exact_path(case, padding, dtype, device):
     skip_where_fast_paths_cannot_run("fast", device, PRECISIONS[dtype])
     exact, fast = (device_run(case_of(case, padding), device, PRECISIONS[dtype], path) for path in PATHS)
     assert_runs_close(fast, exact, allowances(case, padding, dtype),
-                      f"{case} on the fast path against the exact path, both in {dtype} on {device}, padding {padding}")
+                      f"{case} on the fast path against the exact path, both in {dtype} on {device}, "
+                      f"padding {padding}")

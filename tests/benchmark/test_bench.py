@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import sys
 from dataclasses import asdict
 
 import pytest
@@ -108,6 +109,13 @@ def test_compiled_rows_are_timed_beside_their_eager_rows_and_their_compilation_a
     times = {(row["mechanism"], row["length"]): float(row["fwd_bwd_ms"]) for row in rows}
     speed_up = times["sdpa@compiled", "8"] / times["kerformer@compiled", "8"]
     assert f"| kerformer@compiled | {speed_up:.2f}x |" in markdown  # over sdpa@compiled, not sdpa
+
+
+def test_without_matplotlib_the_tables_are_written_and_the_plot_is_said_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed: the bench extra left out
+    bench(tmp_path, "--attentions", "kerformer", "--parts", "attention")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["results.csv", "results.md"]
+    assert "no results.png: matplotlib is not installed (pip install 'hf_effattn[bench]')" in capsys.readouterr().out
 
 
 def test_floor_is_local_to_the_benchmark(tmp_path):

@@ -3,8 +3,6 @@ the rows of a length in turns, each length guarded by the shorter ones, and retu
 
 from __future__ import annotations
 
-import contextlib
-
 import torch
 
 from ..modeling.attentions import get_attention_class, list_attentions
@@ -15,9 +13,11 @@ from .options import BASELINE, FLOOR, BenchmarkSettings
 from .peers import CANNOT_RUN, selected_peers
 from .rows import COMPILED, Infeasible, Row, eager_name, empty_row, format_row
 
-# Every compiled model is a graph of its own (one per row, length and mode here), past Dynamo's default limit of 8
-# per function, beyond which it runs the function uncompiled without failing.
-COMPILED_GRAPHS_LIMIT = 1024
+# Every compiled graph counts against Dynamo's limit of 8 per function (by default), past which the function runs
+# uncompiled without failing: here a compiled row's model (one per row, length and mode), and on CUDA each
+# mechanism's fast path (one per mechanism, settings and shape family), so that a run of many rows would time the
+# exact paths under the fast paths' names.
+COMPILED_GRAPHS_LIMIT = 4096
 
 
 def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
@@ -40,14 +40,6 @@ def check_compiled_rows(settings: BenchmarkSettings) -> None:
     if unknown:
         raise ValueError(f"compile={unknown}: not a measured row; choose among {', '.join(sorted(rows))} "
                          "(--compile without names compiles every row).")
-
-
-def compiling(settings: BenchmarkSettings):
-    """Dynamo's limit of graphs per function raised to :data:`COMPILED_GRAPHS_LIMIT` where rows are compiled."""
-    if not settings.compile:
-        return contextlib.nullcontext()
-    return torch._dynamo.config.patch(cache_size_limit=COMPILED_GRAPHS_LIMIT,
-                                      accumulated_cache_size_limit=COMPILED_GRAPHS_LIMIT)
 
 
 def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:
@@ -110,6 +102,7 @@ def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
     printer = print if verbose else (lambda *args, **kwargs: None)
     printer(f"Machine: {machine_description(device)}, {load_average()}\nPeak memory: {memory_method(device)}",
             flush=True)
-    with compiling(settings):
+    with torch._dynamo.config.patch(cache_size_limit=COMPILED_GRAPHS_LIMIT,
+                                    accumulated_cache_size_limit=COMPILED_GRAPHS_LIMIT):
         return [row for part in settings.parts
                 for row in bench_part(selected_mechanisms(settings, part), part, settings, memory_limit_mib, printer)]

@@ -16,19 +16,18 @@ import torch
 from hf_effattn.modeling.fast_paths import fast_paths
 from helpers.device_lane import (
     PADDINGS, PATHS, PRECISIONS, Precision, allowed_error, as_float64, assert_close_in_norm, assert_gradients_close,
-    cases, copied_to, exact_in_every_precision, flat, padding_mask, parameter_gradients,
+    cases, copied_to, exact_in_every_precision, flat, local_part, padding_mask, parameter_gradients,
     skip_where_fast_paths_cannot_run,
 )
 from helpers.mechanisms import build
 from helpers.references import reference
 
-# Two query blocks of the window and more, a head width that fused kernels take (16), and a 32-token window.
+# Several query blocks of the 32-token window, and a head width that fused kernels take (16).
 LENGTH, HIDDEN, HEADS = 160, 32, 2
 # Weights drawn from N(0, 0.1^2): random, and small enough that the functions stay well conditioned in bfloat16.
 # (At 0.3, the CPU suite's choice, the explicit formulas themselves evaluated in bfloat16 are up to 1e-1 from
 # float64: Kerformer's hybrid's input gradient; here at most 2e-2.)
 STD = 0.1
-WINDOW = {"local_window": 32, "global_tokens": 1}
 # Beside a window, Performer's features are stabilised per query row, so no explicit reference stands for it
 # (tests/mechanisms/test_local_window.py); its float64 CPU module, checked there against its own matrix, does.
 WITHOUT_EXPLICIT_REFERENCE = {"performer+window"}
@@ -102,7 +101,7 @@ def run(attn, x: torch.Tensor, mask: torch.Tensor, weights: torch.Tensor, forwar
 def case_of(case: str, padding: str) -> Case:
     """The float64 CPU mechanism, batch and reference run of a case and padding (computed once for every precision
     and path)."""
-    attn = build(case, hidden=HIDDEN, heads=HEADS, max_length=LENGTH, window=WINDOW, std=STD).train()
+    attn = build(case, local_part(case) or None, hidden=HIDDEN, heads=HEADS, max_length=LENGTH, std=STD).train()
     generator = torch.Generator().manual_seed(1)
     x, weights = (torch.randn(3, LENGTH, HIDDEN, generator=generator, dtype=torch.float64) for _ in range(2))
     attn, x, mask = exact_in_every_precision(attn), exact_in_every_precision(x), padding_mask(padding, LENGTH)
@@ -147,19 +146,15 @@ def assert_runs_close(actual: Run, expected: Run, allowed: dict[str, float], wha
     assert torch.all(actual.pad_gradient == 0), f"pads got a gradient, {what}"
 
 
-@pytest.mark.parametrize("path", PATHS)
-@pytest.mark.parametrize("dtype", PRECISIONS)
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("case", CASES)
 def test_outputs_and_gradients_equal_the_float64_reference(case, padding, dtype, path, device):
-    skip_where_fast_paths_cannot_run(path, device, PRECISIONS[dtype])
     expected = case_of(case, padding)
     actual = device_run(expected, device, PRECISIONS[dtype], path)
     assert_runs_close(actual, expected.expected, allowances(case, padding, dtype),
                       f"{case} on the {path} path in {dtype}, padding {padding}, against float64 on the CPU")
 
 
-@pytest.mark.parametrize("dtype", PRECISIONS)
 @pytest.mark.parametrize("padding", PADDINGS)
 @pytest.mark.parametrize("case", CASES)
 def test_the_fast_path_equals_the_exact_path(case, padding, dtype, device):

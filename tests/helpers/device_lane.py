@@ -29,14 +29,23 @@ class Precision:
 PRECISIONS = {"float32": Precision(torch.float32, 1e-5), "bfloat16": Precision(torch.bfloat16, 2e-2)}
 PADDINGS = ("none", "right", "left", "holes")  # "none": no padding mask at all (the unpadded paths)
 PATHS = ("exact", "fast")  # the modes of fast_paths compared
+# The local parts beside which every mechanism that takes one runs (as "<name>+<part>"; "local" alone is the window
+# alone), one setting for the whole lane, so that each mechanism's fast path compiles once per dtype and mask.
+LOCAL_PARTS = {"window": {"local_window": 32, "global_tokens": 1}}
 
 
 def cases() -> list[str]:
-    """Every registered mechanism alone (``local``: the window alone), then each that takes a window beside one,
-    as ``<name>+window``."""
+    """Every registered mechanism alone (``local``: the window alone), then each that takes a local part beside
+    each of :data:`LOCAL_PARTS`, as ``<name>+<part>``."""
     names = hf_effattn.list_attentions()
-    return names + [f"{name}+window" for name in names
-                    if name != "local" and hf_effattn.get_attention_class(name).takes_local_window]
+    return names + [f"{name}+{part}" for part in LOCAL_PARTS for name in names
+                    if hf_effattn.get_attention_class(name).takes_local_window and f"{name}+{part}" != "local+window"]
+
+
+def local_part(case: str) -> dict:
+    """The settings of a case's local part (``local`` alone: the window's), none for a mechanism alone."""
+    name, _, part = case.partition("+")
+    return LOCAL_PARTS[part or "window"] if name == "local" or part else {}
 
 
 def real_lengths(padding: str, length: int) -> list[int]:

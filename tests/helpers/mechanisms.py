@@ -15,22 +15,20 @@ HYBRIDS = [f"{name}+window" for name in WINDOWED]
 HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
 
 
-def resolve(name: str, settings: dict | None = None, window: dict = WINDOW) -> tuple[str, dict]:
+def resolve(name: str, settings: dict | None = None) -> tuple[str, dict]:
     """A test case's mechanism and settings: ``"local"`` and ``"<name>+window"`` (the mechanism beside a local
-    window) get ``window`` unless ``settings`` give another."""
+    window) get :data:`WINDOW` unless ``settings`` give another."""
     if name == "local" or name.endswith("+window"):
-        return name.removesuffix("+window"), {**window, **(settings or {})}
+        return name.removesuffix("+window"), {**WINDOW, **(settings or {})}
     return name, settings
 
 
 def build(name: str, settings: dict | None = None, *, dtype=torch.float64, layer_idx: int = 0, seed: int = 0,
-          hidden: int = HIDDEN, heads: int = HEADS, max_length: int | None = MAX_LENGTH, std: float = 0.3,
-          window: dict = WINDOW):
-    """Mechanism ``name`` (see :func:`resolve`, which gives it ``window``) in eval mode with every parameter drawn
-    from ``N(0, std^2)``, so that no weight sits at a degenerate initial value (PSF's uniform 1/K factors, DBA's
-    tiny Z)."""
+          hidden: int = HIDDEN, heads: int = HEADS, max_length: int | None = MAX_LENGTH, std: float = 0.3):
+    """Mechanism ``name`` (see :func:`resolve`) in eval mode with every parameter drawn from ``N(0, std^2)``, so that
+    no weight sits at a degenerate initial value (PSF's uniform 1/K factors, DBA's tiny Z)."""
     torch.manual_seed(seed)
-    name, settings = resolve(name, settings, window)
+    name, settings = resolve(name, settings)
     attn = hf_effattn.build_attention(name, hidden, heads, settings, max_length=max_length, layer_idx=layer_idx)
     with torch.no_grad():
         for parameter in attn.parameters():

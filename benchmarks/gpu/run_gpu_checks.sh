@@ -3,31 +3,32 @@
 # H100/H200 with PyTorch, Triton and Transformers installed and no network. Run from the repository root:
 #
 #     OUT=/some/folder bash benchmarks/gpu/run_gpu_checks.sh    # OUT defaults to ./gpu_checks
-#     STAGES="lane-exact lane-fast" bash benchmarks/gpu/run_gpu_checks.sh   # some stages (default: all five)
+#     STAGES="train long" bash benchmarks/gpu/run_gpu_checks.sh  # some stages (default: all five, in this order:
+#                                                                # lane-exact lane-fast train long compiled)
+#     LIMIT_lane_fast=500 STAGES=lane-fast bash ...              # a stage's limit in seconds, raised
 #     DRY_RUN=1 bash benchmarks/gpu/run_gpu_checks.sh            # the same stages on a CPU at tiny sizes, to try
-#                                                                  # the script (one compiled row: Inductor's C++ is
-#                                                                  # slow to compile on a CPU)
+#                                                                # the script (one compiled row: Inductor's C++ is
+#                                                                # slow to compile on a CPU)
 #
 # pytest is the lane's one need beyond PyTorch and Transformers. Where the machine lacks it, carry its wheels:
 #     pip download --no-deps --only-binary :all: -d benchmarks/gpu/wheels pytest pluggy iniconfig pygments \
 #         exceptiongroup tomli    # benchmarks/gpu/wheels/ is git-ignored; installed here with --no-index
 #
-# It writes at most 8 files, none in a subfolder, under $OUT:
-#   run_gpu_checks.log  everything printed, each stage's start, end, seconds and status, the summary
-#   environment.txt     nvidia-smi, python, torch, triton, transformers
+# Under $OUT, each stage's files as soon as it ends (6 files, none in a subfolder):
+#   run_gpu_checks.log   the machine, everything printed, each stage's start, end, seconds and status, each bench's
+#                        main tables, the summary
 #   lane-exact.xml, lane-fast.xml   the lane's JUnit reports (every test, its time, each failure's message)
-#   train.md, long.md, compiled.md   each bench stage's results.md
-#   bench.tar.gz        the bench stages' folders (results.csv, results.md, results.png)
+#   train.tar.gz, long.tar.gz, compiled.tar.gz   each bench's results.csv, results.md and results.png
 #
-# Time on an H200 (estimates: compiling, which dominates, was not measured here; each stage is cut at its limit,
-# pytest still reporting what ran, and the next stage runs): install 20 s; lane-exact (336 tests on the exact paths,
-# the float64 references on the CPU) 40-70 s, cut at 90 s; lane-fast (504 tests on the fast paths: each mechanism's
-# fast path compiles once per dtype, mask or none, and model shape, some 140 graphs of a few seconds each) 100-300
-# s, cut at 150 s; train (14 rows x 3 lengths, eager, each length predicted from probes at 64-1,024 tokens first,
-# the fast paths compiled per row) 70-100 s, cut at 110 s; long (5 rows at 65,536 tokens, eager) 30-45 s, cut at
-# 50 s; compiled (4 models at 16,384 tokens, ~40 s of compiling each as the issue measured, beside the same rows
-# eager) 150-170 s, cut at 170 s. 6-9 minutes in all, 9.8 at worst: within one 600 s command, or two
-# (STAGES="lane-exact lane-fast", then STAGES="train long compiled").
+# Time (each stage is interrupted at its limit, pytest then still reporting what ran, and the next stage runs; the
+# defaults add up to 560 s, within one 600 s command): install 20 s. lane-exact (336 tests on the exact paths, the
+# float64 references on the CPU; 105 s on a 2-core CPU) limit 80 s. lane-fast (504 tests on the fast paths): each
+# mechanism's fast path compiles once per dtype, mask (or none) and shape, 143 graphs (counted on a CPU with
+# Dynamo's eager backend: 14 minutes of tracing there, PSF's image model 80 s a dtype), so at a few seconds a graph
+# it needs several minutes: limit 130 s, the rest in a command of its own (LIMIT_lane_fast=540 STAGES=lane-fast).
+# train (14 rows x 3 lengths, eager, each series predicted from probes at 64-1,024 tokens first, the fast paths
+# compiled per row and shape) limit 120 s. long (5 rows at 65,536 tokens, eager) limit 50 s. compiled (4 models at
+# 16,384 tokens, ~40 s of compiling each as the issue measured, beside the same rows eager) limit 160 s.
 set -o pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 cd "$(dirname "$0")/../.."
@@ -40,20 +41,31 @@ STAGES="${STAGES:-lane-exact lane-fast train long compiled}"
 
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG"; }
 
-# stage NAME LIMIT_S COMMAND...: runs COMMAND with its output in the log, interrupted (SIGINT: pytest then still
-# writes its summary and report) after LIMIT_S seconds, killed 20 s later; a failure is logged and the next stage
-# runs.
+# stage NAME LIMIT_S COMMAND...: where STAGES names it, runs COMMAND with its output in the log, interrupted
+# (SIGINT: pytest then still writes its summary and report) after LIMIT_S seconds (or $LIMIT_<name>, "-" as "_"),
+# killed 20 s later; a failure is logged and the next stage runs.
 stage() {
-    local name="$1" limit="$2" start status
+    local name="$1" limit="$2" start status override
     shift 2
     [[ " $STAGES " == *" $name "* ]] || return 0
+    override="LIMIT_${name//-/_}"
+    limit="${!override:-$limit}"
     log "== $name: $* (limit ${limit} s)"
     start=$SECONDS
     timeout -s INT -k 20 "$limit" "$@" 2>&1 | tee -a "$LOG"
     status=$?
-    [ "$status" -eq 124 ] && log "== $name: cut at its limit of ${limit} s"
+    [ "$status" -eq 124 ] && log "== $name: interrupted at its limit of ${limit} s"
     log "== $name: exit status $status after $((SECONDS - start)) s"
     SUMMARY+=("$name: exit status $status, $((SECONDS - start)) s")
+}
+
+# keep NAME: a bench stage's folder as $OUT/NAME.tar.gz, and its training-step times, times over the chunked
+# reader's and compile times in the log.
+keep() {
+    [ -f "$BENCH/$1/results.md" ] || return 0
+    tar -czf "$OUT/$1.tar.gz" -C "$BENCH" "$1"
+    awk '/^(forward\+backward time|time over the chunked|compile time)/ {show = 1} show && /^$/ && table {show = 0;
+         table = 0; print} show {print; if (/^\|/) table = 1}' "$BENCH/$1/results.md" | tee -a "$LOG"
 }
 
 if [ "${DRY_RUN:-0}" = 1 ]; then
@@ -74,13 +86,12 @@ BENCH_COMMAND=(python3 -m hf_effattn.commands.main bench --device "$DEVICE" --pa
                --fwd_bwd_only --warmup 2 --repeats 5)
 
 {
-    nvidia-smi 2>&1
-    python3 --version 2>&1
+    nvidia-smi
+    python3 --version
     python3 -c "import torch, transformers; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
-'transformers', transformers.__version__)" 2>&1
-    python3 -c "import triton; print('triton', triton.__version__)" 2>&1
-} > "$OUT/environment.txt"
-cat "$OUT/environment.txt" | tee -a "$LOG"
+'transformers', transformers.__version__)"
+    python3 -c "import triton; print('triton', triton.__version__)"
+} 2>&1 | tee -a "$LOG"
 
 # The package: an editable install without dependencies (setup.cfg maps modeling/ to hf_effattn.modeling at
 # install time); where that cannot build offline, the same layout assembled in a folder on PYTHONPATH.
@@ -108,8 +119,8 @@ LANE_COMMAND=(python3 -m pytest -v -ra --tb=short -p no:cacheprovider --duration
               --device "$DEVICE")
 if python3 -c "import pytest" 2>/dev/null; then
     narrowed="${LANE_ONLY:+ and ($LANE_ONLY)}"
-    stage lane-exact 90 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-exact.xml" -k "not fast$narrowed"
-    stage lane-fast 150 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-fast.xml" -k "fast$narrowed"
+    stage lane-exact 80 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-exact.xml" -k "not fast$narrowed"
+    stage lane-fast 130 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-fast.xml" -k "fast$narrowed"
 else
     log "pytest is not installed: the lane is skipped (carry its wheels: see the top of this script)"
     SUMMARY+=("lane: skipped, no pytest")
@@ -117,32 +128,23 @@ fi
 
 # 2. The issue's table, eager: 16,384 tokens a step, the four seeds' mechanisms alone and beside a 128-token window,
 #    the window alone (local+w128), sdpa (ours and Transformers' RoBERTa), the floor and the chunked reader.
-stage train 110 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "${LENGTHS[@]}" \
+stage train 120 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "${LENGTHS[@]}" \
     --attentions singularformer kerformer dba psf local --local_window 128 --peers roberta-sdpa roberta-chunks512 \
     --output_dir "$BENCH/train"
+keep train
 
 # 3. One sequence of 65,536 tokens a step: the three fast mechanisms against sdpa (target: 10x faster), eager.
 stage long 50 "${BENCH_COMMAND[@]}" --batch_size 1 --lengths "$LONG" --attentions singularformer kerformer dba \
     --output_dir "$BENCH/long"
+keep long
 
 # 4. Compiled against compiled at 16,384 tokens, beside the same rows eager: the chunked reader and the three
 #    mechanisms whose target is 1.1x its step. (PSF, the hybrids and the window: eager above; each compiled model
 #    costs about 40 s.)
-stage compiled 170 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "$COMPILED_LENGTH" \
+stage compiled 160 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "$COMPILED_LENGTH" \
     --attentions singularformer kerformer dba --peers roberta-chunks512 --compile "${COMPILED[@]}" \
     --output_dir "$BENCH/compiled"
-
-for name in train long compiled; do
-    [ -f "$BENCH/$name/results.md" ] && cp "$BENCH/$name/results.md" "$OUT/$name.md"
-done
-tar -czf "$OUT/bench.tar.gz" -C "$BENCH" . 2>> "$LOG"
+keep compiled
 
 log "== summary"
 for line in "${SUMMARY[@]}"; do log "$line"; done
-# Each bench's training-step times and times over the chunked reader's, for the reply's tail.
-for name in train long compiled; do
-    [ -f "$OUT/$name.md" ] || continue
-    log "== $name.md"
-    awk '/^(forward\+backward time|time over the chunked|compile time)/ {show = 1} show && /^$/ && table {show = 0;
-         table = 0} show {print; if (/^\|/) table = 1}' "$OUT/$name.md" | tee -a "$LOG"
-done

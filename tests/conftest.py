@@ -10,6 +10,13 @@ import torch
 torch.set_num_threads(1)
 
 
+def pytest_addoption(parser):
+    parser.addoption(
+        "--device", default="cuda",
+        help="the device of the device lane, tests/cuda: cuda (the default; its tests are skipped without a GPU) "
+             "or cpu, to run the same lane on this machine's CPU")
+
+
 def all_loggers() -> list[logging.Logger]:
     return [logging.getLogger()] + [
         logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)

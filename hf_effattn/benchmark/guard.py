@@ -33,7 +33,7 @@ def size(mebibytes: float) -> str:
 
 def shape_floor_mib(length: int, args) -> float:
     """The memory a call at ``length`` needs whatever the mechanism: its input and its output, ``[B, N, C]`` each."""
-    return 2 * args.batch_size * length * args.hidden_size * DTYPES[args.dtype].itemsize / MIB
+    return 2 * args.batch_at(length) * length * args.hidden_size * DTYPES[args.dtype].itemsize / MIB
 
 
 def check_feasible(rows: list[Row], length: int, args, memory_limit_mib: float) -> None:

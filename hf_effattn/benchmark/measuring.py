@@ -12,7 +12,6 @@ from typing import Callable
 
 import torch
 
-from .options import MODES
 from .rows import Infeasible
 from .subjects import Subject, make_step
 
@@ -95,27 +94,38 @@ def infeasible(error: Exception) -> Infeasible:
 
 
 def measure_round_robin(subjects: dict[str, Subject], args) -> dict[str, dict[str, float] | Infeasible]:
-    """Times (ms, median of ``args.repeats`` after ``args.warmup``) and peaks (MiB) of both modes of every subject.
+    """Times (ms, median of ``args.repeats`` after ``args.warmup``) and peaks (MiB) of each mode of every subject
+    (``args.modes()``), and a compiled subject's compilation (s): its first call in each mode, before the turns.
 
     The calls take turns, one call of each subject per round, so that a slower or busier stretch of the machine
     falls on all of them alike and their ratios hold. A subject that fails (out of memory, an error) leaves the
     turns and is answered with :class:`Infeasible`."""
     device = torch.device(args.device)
     results: dict[str, dict[str, float] | Infeasible] = {name: {} for name in subjects}
-    for mode in MODES:
+
+    def timed(name: str, step: Callable[[], None]) -> float | None:
+        """The seconds of one call of ``step``, None (the subject answered with Infeasible) where it fails."""
+        try:
+            return timed_seconds(step, device)
+        except (RuntimeError, ValueError) as error:
+            results[name] = infeasible(error)
+            return None
+
+    for mode in args.modes():
         steps = {name: make_step(subject, mode) for name, subject in subjects.items()
                  if not isinstance(results[name], Infeasible)}
+        for name, step in steps.items():
+            if subjects[name].compiled:
+                seconds = timed(name, step)
+                if seconds is not None:
+                    results[name]["compile_s"] = results[name].get("compile_s", 0.0) + seconds
         times: dict[str, list[float]] = {name: [] for name in steps}
         for turn in range(args.warmup + args.repeats):
             for name, step in steps.items():
                 if isinstance(results[name], Infeasible):
                     continue
-                try:
-                    seconds = timed_seconds(step, device)
-                except (RuntimeError, ValueError) as error:
-                    results[name] = infeasible(error)
-                    continue
-                if turn >= args.warmup:
+                seconds = timed(name, step)
+                if seconds is not None and turn >= args.warmup:
                     times[name].append(seconds)
         for name, step in steps.items():
             if isinstance(results[name], Infeasible):

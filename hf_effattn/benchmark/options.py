@@ -28,24 +28,31 @@ class BenchmarkSettings:
     ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``local_window``:
     also time each of them that takes a window beside an exact window of this many tokens, named
     ``<name>+w<local_window>`` (see :func:`windowed`). ``lengths``: the
-    N to run. ``parts``: among ``"attention"``, ``"layer"``, ``"encoder"``. ``intermediate_size`` None: 4 x hidden.
+    N to run. ``parts``: among ``"attention"``, ``"layer"``, ``"encoder"``. ``batch_size`` (None: 1) sequences a
+    call, or ``tokens_per_step``: ``tokens_per_step // N`` sequences at each length N (at least 1), as users train
+    with a fixed number of tokens a step. ``intermediate_size`` None: 4 x hidden.
     ``num_layers``: layers of the whole encoder (part ``encoder``). ``peers``: Transformers' encoders timed beside
-    ours in part ``encoder`` (True: all of :data:`~.peers.PEERS`, or a list of their keys).
-    ``max_length`` None: each model built for the length it runs. ``repeats``: timed calls (median reported)
-    after ``warmup`` untimed ones. ``time_limit`` (s) and ``memory_limit_gb`` (None: half the free memory): skip
-    a length predicted to exceed them. ``fit_points``: longest lengths of the growth exponent. ``threads``: torch
-    CPU threads (None: torch's choice)."""
+    ours in part ``encoder`` (True: all of :data:`~.peers.PEERS`, or a list of their keys). ``compile``: also time
+    rows compiled with ``torch.compile``, in the same turns, as ``<row>@compiled`` (True: every row, or a list of
+    row names), the compilation timed apart (``compile_s``). ``fwd_bwd_only``: time forward and backward only, not
+    the forward alone. ``max_length`` None: each model built for the length it runs. ``repeats``: timed calls
+    (median reported) after ``warmup`` untimed ones. ``time_limit`` (s) and ``memory_limit_gb`` (None: half the
+    free memory): skip a length predicted to exceed them. ``fit_points``: longest lengths of the growth exponent.
+    ``threads``: torch CPU threads (None: torch's choice)."""
 
     attentions: list[str] | None = None
     local_window: int | None = None
     lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192])
     parts: list[str] = field(default_factory=lambda: list(PARTS))
-    batch_size: int = 1
+    batch_size: int | None = None
+    tokens_per_step: int | None = None
     hidden_size: int = 768
     num_heads: int = 12
     intermediate_size: int | None = None
     num_layers: int = 2
     peers: bool | list[str] = False
+    compile: bool | list[str] = False
+    fwd_bwd_only: bool = False
     max_length: int | None = None
     device: str = field(default_factory=default_device)
     dtype: str = "float32"
@@ -88,6 +95,30 @@ class BenchmarkSettings:
         if self.max_length and self.max_length < max(self.lengths):
             raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
                              "raise it or leave it None.")
+        if self.batch_size and self.tokens_per_step:
+            raise ValueError(f"batch_size={self.batch_size} and tokens_per_step={self.tokens_per_step}: give one of "
+                             "them (--batch_size or --tokens_per_step).")
+
+    def batch_at(self, length: int) -> int:
+        """The sequences of a call at ``length``: ``tokens_per_step // length`` (at least 1), else ``batch_size``."""
+        if self.tokens_per_step:
+            return max(1, self.tokens_per_step // length)
+        return self.batch_size or 1
+
+    def batch_description(self) -> str:
+        """``Batch 1``, or ``16,384 tokens a step (batch = 16384 // N, at least 1: 8 at N=2048, ...)``."""
+        if not self.tokens_per_step:
+            return f"Batch {self.batch_size or 1}"
+        batches = ", ".join(f"{self.batch_at(n)} at N={n}" for n in sorted(self.lengths))
+        return f"{self.tokens_per_step:,} tokens a step (batch = {self.tokens_per_step} // N, at least 1: {batches})"
+
+    def modes(self) -> tuple[str, ...]:
+        """The modes timed: ``fwd_bwd`` alone, or both."""
+        return ("fwd_bwd",) if self.fwd_bwd_only else MODES
+
+    def compiles(self, row: str) -> bool:
+        """Whether ``row`` (a mechanism's or a peer's) is also timed compiled."""
+        return self.compile is True or row in (self.compile or [])
 
 
 def windowed(name: str) -> tuple[str, dict]:
@@ -97,5 +128,5 @@ def windowed(name: str) -> tuple[str, dict]:
     return mechanism, ({"local_window": int(window)} if window else {})
 
 
-AT_LEAST = {"batch_size": 1, "hidden_size": 1, "num_heads": 1, "repeats": 1, "warmup": 0, "fit_points": 2,
-            "intermediate_size": 1, "max_length": 1, "threads": 1}  # the settings' smallest values (None: unset)
+AT_LEAST = {"batch_size": 1, "tokens_per_step": 1, "hidden_size": 1, "num_heads": 1, "repeats": 1, "warmup": 0,
+            "fit_points": 2, "intermediate_size": 1, "max_length": 1, "threads": 1}  # smallest values (None: unset)

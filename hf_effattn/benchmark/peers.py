@@ -6,6 +6,9 @@ off and position embeddings for as many tokens as ours (``--max_length``, else N
 are its library's defaults:
 
 * ``roberta-sdpa``, ``roberta-eager``: ``RobertaModel`` with ``attn_implementation="sdpa"`` / ``"eager"``;
+* ``roberta-chunks512``: the chunked reader, what a user does instead of a long-input encoder: the same
+  ``RobertaModel`` with ``sdpa`` reading the input in 512-token chunks (``[B, N]`` reshaped to ``[B N / 512, 512]``,
+  N padded to a multiple of 512; an input of at most 512 tokens is one chunk), its outputs put back in order;
 * ``nystromformer``: ``NystromformerModel``, 64 landmarks, a depthwise convolution of kernel 65 on the values,
   ``segment_means_seq_len = N`` (its segment means need the input length; N must be a multiple of 64, and at
   N = 64 it computes exact softmax attention);
@@ -27,7 +30,11 @@ import math
 from dataclasses import dataclass
 from typing import Callable
 
+import torch
 from torch import nn
+from transformers.modeling_outputs import BaseModelOutput
+
+from .rows import eager_name
 
 PEER_PREFIX = "peer:"
 CANNOT_RUN = "cannot run"  # how the note of a peer that cannot run at a length starts
@@ -36,6 +43,7 @@ NUM_LANDMARKS = 64
 BIGBIRD_BLOCK_SIZE = 64
 BIGBIRD_RANDOM_BLOCKS = 3
 LONGFORMER_WINDOW = 512
+CHUNK = 512  # the chunked reader's chunks: RoBERTa's and BERT's 512 positions
 
 
 @dataclass(frozen=True)
@@ -99,6 +107,34 @@ def roberta(attn_implementation: str) -> Callable[..., nn.Module]:
     return build
 
 
+class ChunkedReader(nn.Module):
+    """``model`` reading its input in chunks of ``chunk`` tokens: ``input_ids`` and ``attention_mask`` ``[B, N]``,
+    padded to a multiple of ``chunk`` (``pad_token_id``, mask 0), read as ``[B N / chunk, chunk]``; returns its
+    ``last_hidden_state`` put back as ``[B, N, C]``."""
+
+    def __init__(self, model: nn.Module, chunk: int):
+        super().__init__()
+        self.model, self.chunk, self.config = model, chunk, model.config
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor):
+        batch, length = input_ids.shape
+        pad = padded(length, self.chunk) - length
+        input_ids = nn.functional.pad(input_ids, (0, pad), value=self.config.pad_token_id)
+        attention_mask = nn.functional.pad(attention_mask, (0, pad), value=0)
+        chunks = self.model(input_ids=input_ids.view(-1, self.chunk),
+                            attention_mask=attention_mask.view(-1, self.chunk)).last_hidden_state
+        return BaseModelOutput(last_hidden_state=chunks.reshape(batch, length + pad, -1)[:, :length])
+
+
+def build_roberta_chunks(args, length: int) -> nn.Module:
+    chunk = min(CHUNK, length)
+    return ChunkedReader(roberta("sdpa")(args, chunk), chunk)
+
+
+def roberta_chunks_runs_otherwise(model: nn.Module, length: int) -> str:
+    return padding_note(length, model.chunk, "chunk")
+
+
 def build_nystromformer(args, length: int) -> nn.Module:
     from transformers import NystromformerConfig, NystromformerModel
 
@@ -152,6 +188,8 @@ def longformer_runs_otherwise(model: nn.Module, length: int) -> str:
 PEERS = {peer.key: peer for peer in (
     Peer("roberta-sdpa", "RobertaModel", 'attn_implementation="sdpa"', roberta("sdpa")),
     Peer("roberta-eager", "RobertaModel", 'attn_implementation="eager"', roberta("eager")),
+    Peer("roberta-chunks512", "RobertaModel", f'attn_implementation="sdpa", reading {CHUNK}-token chunks',
+         build_roberta_chunks, runs_otherwise=roberta_chunks_runs_otherwise),
     Peer("nystromformer", "NystromformerModel",
          f"num_landmarks={NUM_LANDMARKS}, conv_kernel_size=65, segment_means_seq_len=N", build_nystromformer,
          nystromformer_cannot_run, nystromformer_runs_otherwise),
@@ -164,8 +202,9 @@ PEERS = {peer.key: peer for peer in (
 
 
 def peer_of(label: str) -> Peer | None:
-    """The peer whose rows are named ``label`` (``peer:<key>``), None for our mechanisms."""
-    return PEERS.get(label[len(PEER_PREFIX):]) if label.startswith(PEER_PREFIX) else None
+    """The peer whose rows are named ``label`` (``peer:<key>``, or its compiled twin), None for our mechanisms."""
+    key = eager_name(label).removeprefix(PEER_PREFIX)
+    return PEERS.get(key) if label.startswith(PEER_PREFIX) else None
 
 
 def selected_peers(peers) -> list[Peer]:

@@ -40,7 +40,7 @@ def write_plot(rows: list[Row], args, path: Path) -> None:
             axis.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
             axis.grid(True, which="both", alpha=0.3)
             axis.legend(fontsize=8)
-    figure.suptitle(f"{machine_description(torch.device(args.device))}; batch {args.batch_size}, "
+    figure.suptitle(f"{machine_description(torch.device(args.device))}; {args.batch_description()}, "
                     f"hidden {args.hidden_size}, {args.num_heads} heads, {args.dtype}", fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=90)

@@ -1,5 +1,5 @@
-"""The run: :func:`run_benchmark` measures every selected mechanism (and peer), part and length, the mechanisms of a
-length in turns, each length guarded by the shorter ones, and returns the rows."""
+"""The run: :func:`run_benchmark` measures every selected mechanism (and peer, and compiled twin), part and length,
+the rows of a length in turns, each length guarded by the shorter ones, and returns the rows."""
 
 from __future__ import annotations
 
@@ -11,19 +11,35 @@ from .machine import load_average, machine_description
 from .measuring import infeasible, measure_round_robin, memory_method
 from .options import BASELINE, FLOOR, BenchmarkSettings
 from .peers import CANNOT_RUN, selected_peers
-from .rows import Infeasible, Row, empty_row, format_row
+from .rows import COMPILED, Infeasible, Row, eager_name, empty_row, format_row
+
+# Every compiled graph counts against Dynamo's limit of 8 per function (by default), past which the function runs
+# uncompiled without failing: here a compiled row's model (one per row, length and mode), and on CUDA each
+# mechanism's fast path (one per mechanism, settings and shape family), so that a run of many rows would time the
+# exact paths under the fast paths' names.
+COMPILED_GRAPHS_LIMIT = 4096
 
 
 def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
     """The requested mechanisms (default all registered), with ``local_window``, each that takes one also beside
-    the window (``<name>+w<W>``), ``sdpa`` and the floor added for comparison, and in part ``encoder`` the
-    requested peers (``peer:<key>``)."""
+    the window (``<name>+w<W>``), ``sdpa`` and the floor added for comparison, in part ``encoder`` the
+    requested peers (``peer:<key>``), and after each row that ``settings.compile`` names its ``<row>@compiled``."""
     mechanisms = settings.attentions or list_attentions()
     if settings.local_window:  # ``local`` at this window too, not its default one
         mechanisms = [name for name in mechanisms if name != "local"] + [
             f"{name}+w{settings.local_window}" for name in mechanisms if get_attention_class(name).takes_local_window]
     peers = [peer.label for peer in selected_peers(settings.peers)] if part == "encoder" else []
-    return list(dict.fromkeys(mechanisms + [BASELINE, FLOOR] + peers))
+    rows = dict.fromkeys(mechanisms + [BASELINE, FLOOR] + peers)
+    return [name for row in rows for name in ([row, row + COMPILED] if settings.compiles(row) else [row])]
+
+
+def check_compiled_rows(settings: BenchmarkSettings) -> None:
+    """Raise ``ValueError`` when ``settings.compile`` names a row that is not measured."""
+    rows = {name for part in settings.parts for name in selected_mechanisms(settings, part)}
+    unknown = sorted(set(settings.compile if isinstance(settings.compile, list) else []) - rows)
+    if unknown:
+        raise ValueError(f"compile={unknown}: not a measured row; choose among {', '.join(sorted(rows))} "
+                         "(--compile without names compiles every row).")
 
 
 def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, printer=print) -> list[Row]:
@@ -33,6 +49,7 @@ def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, 
     note that says so. Returned mechanism by mechanism, each by length."""
     measured: dict[str, list[Row]] = {mechanism: [] for mechanism in mechanisms}
     guides: dict[str, list[Row]] = {}  # the rows each guard extrapolates from: the probes, then the measured rows
+    probes: dict[str, list[Row]] = {}  # of the eager rows; a compiled twin starts from its eager row's
     stop_notes: dict[str, str] = {}
     for length in sorted(args.lengths):
         rows, subjects = {}, {}
@@ -41,8 +58,10 @@ def bench_part(mechanisms: list[str], part: str, args, memory_limit_mib: float, 
             try:
                 if mechanism in stop_notes:
                     raise Infeasible(stop_notes[mechanism])
-                guides[mechanism] = guides.get(mechanism) or probe_rows(mechanism, part, length, args,
-                                                                        memory_limit_mib)
+                if mechanism not in guides:
+                    eager = eager_name(mechanism)
+                    probes[eager] = probes.get(eager) or probe_rows(eager, part, length, args, memory_limit_mib)
+                    guides[mechanism] = list(probes[eager])
                 subjects[mechanism] = guarded_subject(mechanism, part, length, args, guides[mechanism],
                                                       memory_limit_mib)
             except Infeasible as reason:
@@ -75,6 +94,7 @@ def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
     ``run_benchmark(attentions=["psf"], lengths=[512, 1024], parts=["attention"], threads=1)``."""
     settings = BenchmarkSettings(**settings)
     settings.check()
+    check_compiled_rows(settings)
     if settings.threads:
         torch.set_num_threads(settings.threads)
     device = torch.device(settings.device)
@@ -82,5 +102,7 @@ def run_benchmark(*, verbose: bool = True, **settings) -> list[Row]:
     printer = print if verbose else (lambda *args, **kwargs: None)
     printer(f"Machine: {machine_description(device)}, {load_average()}\nPeak memory: {memory_method(device)}",
             flush=True)
-    return [row for part in settings.parts
-            for row in bench_part(selected_mechanisms(settings, part), part, settings, memory_limit_mib, printer)]
+    with torch._dynamo.config.patch(cache_size_limit=COMPILED_GRAPHS_LIMIT,
+                                    accumulated_cache_size_limit=COMPILED_GRAPHS_LIMIT):
+        return [row for part in settings.parts
+                for row in bench_part(selected_mechanisms(settings, part), part, settings, memory_limit_mib, printer)]

@@ -1,6 +1,6 @@
 """What is timed: the module of a mechanism and part (the mechanism alone, one encoder layer, a whole encoder, a
-peer's model, or the floor: the layer without token mixing) on fixed random inputs, and the step that runs it
-forward only or forward and backward."""
+peer's model, or the floor: the layer without token mixing) on fixed random inputs, run as it is or compiled with
+``torch.compile`` (a ``<row>@compiled``), and the step that runs it forward only or forward and backward."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from torch import nn
 from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention, build_settings
 from .options import BASELINE, DTYPES, FLOOR, windowed
 from .peers import Peer, peer_of
-from .rows import Infeasible
+from .rows import Infeasible, eager_name
 
 
 class FloorAttention(EfficientAttention):
@@ -79,32 +79,39 @@ def build_module(mechanism: str, part: str, args, length: int) -> nn.Module:
 
 @dataclass
 class Subject:
-    """What is timed at one length: ``module``, the call that runs it on fixed inputs, the input tensor whose
-    gradient a backward fills (None for token ids), and the peer whose model it is (None for ours)."""
+    """What is timed at one length: ``module``, the call that runs it (or its compiled form) on fixed inputs, the
+    input tensor whose gradient a backward fills (None for token ids), the peer whose model it is (None for ours),
+    and whether the call is compiled (its first call in each mode compiles it)."""
 
     module: nn.Module
     call: Callable[[], object]
     leaf: torch.Tensor | None = None
     peer: Peer | None = None
+    compiled: bool = False
 
 
-def build_subject(mechanism: str, part: str, length: int, args) -> Subject:
-    """The module of ``mechanism`` and ``part`` on random inputs: hidden states ``[B, N, C]`` for a mechanism or a
-    layer; for an encoder, token ids ``[B, N]`` (none of the special ids 0-2) and an all-ones attention mask, as a
-    tokenizer returns for unpadded text (the same for every encoder, ours and the peers')."""
+def build_subject(name: str, part: str, length: int, args) -> Subject:
+    """The module of row ``name`` (a mechanism or a peer, or its ``@compiled`` twin) and ``part`` on random inputs of
+    ``args.batch_at(length)`` sequences: hidden states ``[B, N, C]`` for a mechanism or a layer; for an encoder,
+    token ids ``[B, N]`` (none of the special ids 0-2) and an all-ones attention mask, as a tokenizer returns for
+    unpadded text (the same for every encoder, ours and the peers')."""
+    mechanism = eager_name(name)
     peer = peer_of(mechanism)
     if peer and peer.cannot_run(length):
         raise Infeasible(peer.cannot_run(length))
     module = build_module(mechanism, part, args, length)
+    runner = module if mechanism == name else torch.compile(module)
     generator = torch.Generator().manual_seed(args.seed)
+    batch = args.batch_at(length)
     if part == "encoder":
-        input_ids = torch.randint(3, module.config.vocab_size, (args.batch_size, length), generator=generator)
+        input_ids = torch.randint(3, module.config.vocab_size, (batch, length), generator=generator)
         input_ids = input_ids.to(args.device)
         attention_mask = torch.ones_like(input_ids)
-        return Subject(module, lambda: module(input_ids=input_ids, attention_mask=attention_mask), peer=peer)
-    inputs = torch.randn(args.batch_size, length, args.hidden_size, generator=generator)
+        return Subject(module, lambda: runner(input_ids=input_ids, attention_mask=attention_mask), peer=peer,
+                       compiled=runner is not module)
+    inputs = torch.randn(batch, length, args.hidden_size, generator=generator)
     inputs = inputs.to(device=args.device, dtype=DTYPES[args.dtype]).requires_grad_(True)  # as inside a stack
-    return Subject(module, lambda: module(inputs, None, None, False), leaf=inputs)
+    return Subject(module, lambda: runner(inputs, None, None, False), leaf=inputs, compiled=runner is not module)
 
 
 def output_loss(output) -> torch.Tensor:

@@ -1,5 +1,5 @@
 """The summaries of the rows: from which length a mechanism beats sdpa (and, with the peers, every peer), and the
-log-log slope of its time over the longest lengths."""
+log-log slope of its time over the longest lengths. A compiled row is compared with compiled rows only."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from .options import BASELINE, FLOOR
 from .peers import peer_of
-from .rows import Row, mechanisms_of, series
+from .rows import COMPILED, Row, eager_name, mechanisms_of, series, twin
 
 
 def growth_exponent(points: dict[int, float], fit_points: int) -> float | None:
@@ -50,8 +50,8 @@ class Summary:
 
     def describe(self) -> str:
         growth = "-" if self.exponent is None else f"{self.exponent:.2f} (x{2 ** self.exponent:.2f} per doubling)"
-        beats = "-" if self.mechanism == BASELINE else from_length(self.beats_sdpa_from)
-        line = f"{self.part:9s} {self.mechanism:20s} beats sdpa from: {beats:28s} time exponent: {growth}"
+        beats = "-" if eager_name(self.mechanism) == BASELINE else from_length(self.beats_sdpa_from)
+        line = f"{self.part:9s} {self.mechanism:24s} beats sdpa from: {beats:28s} time exponent: {growth}"
         if self.compares_to_peers:
             line += f"  beats every peer from: {from_length(self.beats_peers_from)}"
         return line
@@ -61,10 +61,12 @@ def from_length(length: int | None) -> str:
     return f"N={length}" if length else "never in the measured range"
 
 
-def fastest_peer(rows: list[Row], part: str) -> dict[int, float]:
-    """``{N: fwd+bwd time}`` of the fastest peer measured at each length (a peer that could not run is left out)."""
+def fastest_peer(rows: list[Row], part: str, compiled: bool = False) -> dict[int, float]:
+    """``{N: fwd+bwd time}`` of the fastest peer measured at each length (a peer that could not run is left out),
+    among the compiled peers' rows where ``compiled``, else among the others."""
     fastest: dict[int, float] = {}
-    for peer in (mechanism for mechanism in mechanisms_of(rows, part) if peer_of(mechanism)):
+    for peer in (mechanism for mechanism in mechanisms_of(rows, part)
+                 if peer_of(mechanism) and mechanism.endswith(COMPILED) == compiled):
         for length, value in series(rows, peer, part).items():
             fastest[length] = min(value, fastest.get(length, value))
     return fastest
@@ -73,10 +75,11 @@ def fastest_peer(rows: list[Row], part: str) -> dict[int, float]:
 def summarise(rows: list[Row], args) -> list[Summary]:
     summaries = []
     for part in args.parts:
-        baseline, peers = series(rows, BASELINE, part), fastest_peer(rows, part)
         for mechanism in mechanisms_of(rows, part):
+            baseline = series(rows, twin(BASELINE, mechanism), part)
+            peers = fastest_peer(rows, part, compiled=mechanism.endswith(COMPILED))
             points = series(rows, mechanism, part)
-            compares = bool(peers) and not peer_of(mechanism) and mechanism not in (BASELINE, FLOOR)
+            compares = bool(peers) and not peer_of(mechanism) and eager_name(mechanism) not in (BASELINE, FLOOR)
             summaries.append(Summary(
                 mechanism, part, crossover_length(points, baseline, args.lengths),
                 growth_exponent(points, args.fit_points),

@@ -23,13 +23,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="also time each mechanism beside an exact window of W tokens (as <name>+wW)")
     parser.add_argument("--lengths", nargs="+", type=int, default=defaults.lengths)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=defaults.parts)
-    for name in ("batch_size", "hidden_size", "num_heads", "warmup", "fit_points", "seed"):
+    parser.add_argument("--batch_size", type=int, default=None, help="sequences a call (default 1)")
+    parser.add_argument("--tokens_per_step", type=int, default=None, metavar="TOKENS",
+                        help="instead of --batch_size: TOKENS // N sequences a call at each length N (at least 1), "
+                             "as users train with a fixed number of tokens a step")
+    for name in ("hidden_size", "num_heads", "warmup", "fit_points", "seed"):
         parser.add_argument(f"--{name}", type=int, default=getattr(defaults, name))
     parser.add_argument("--intermediate_size", type=int, default=None, help="feed-forward width (default 4 x hidden)")
     parser.add_argument("--num_layers", type=int, default=defaults.num_layers, help="layers of the whole encoder")
     parser.add_argument("--peers", nargs="*", choices=list(PEERS), default=False, metavar="PEER",
                         help="also time Transformers' encoders as whole encoders (part encoder): all without "
                              f"names, or some of {', '.join(PEERS)}")
+    parser.add_argument("--compile", nargs="*", default=False, metavar="ROW",
+                        help="also time rows compiled with torch.compile, in the same turns, as <row>@compiled (the "
+                             "compilation timed apart): all without names, or some rows, e.g. kerformer "
+                             "peer:roberta-chunks512")
+    parser.add_argument("--fwd_bwd_only", action="store_true",
+                        help="time forward and backward only, not the forward alone (half the calls, and half the "
+                             "compilations)")
     parser.add_argument("--max_length", type=int, default=None,
                         help="build every model for this maximum length (default: each for the length it runs)")
     parser.add_argument("--device", default=defaults.device)
@@ -43,11 +54,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output_dir", default="bench_results")
 
 
+def settings_of(args: argparse.Namespace) -> dict:
+    """The fields of :class:`BenchmarkSettings` from the command line (``--peers``, ``--compile`` without names: all)."""
+    settings = {name: getattr(args, name) for name in (f.name for f in fields(BenchmarkSettings))}
+    return {name: True if name in ("peers", "compile") and value == [] else value for name, value in settings.items()}
+
+
 def run(args: argparse.Namespace) -> int:
     """``hf-effattn bench``: :func:`run_benchmark` and :func:`write_results` with the command line's settings."""
-    settings = {name: getattr(args, name) for name in (f.name for f in fields(BenchmarkSettings))}
-    if settings["peers"] == []:  # --peers without names: all of them
-        settings["peers"] = True
+    settings = settings_of(args)
     rows = run_benchmark(**settings)
     if all(row.fwd_bwd_ms is None for row in rows):
         print("hf-effattn bench: error: nothing was measured (the notes above say why); nothing written. Shorten "

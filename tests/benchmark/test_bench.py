@@ -1,10 +1,12 @@
 """``hf-effattn bench`` on tiny sizes: the files it writes, the CPU peak-memory measurement, the skipping of
-infeasible lengths and the summary statistics. (Speed itself is measured by the benchmark, never asserted.)"""
+infeasible lengths, the summary statistics, a fixed number of tokens a step and compiled rows. (Speed itself is
+measured by the benchmark, never asserted.)"""
 
 from __future__ import annotations
 
 import argparse
 import csv
+import sys
 from dataclasses import asdict
 
 import pytest
@@ -53,6 +55,67 @@ def test_each_mechanism_is_also_timed_beside_the_window_it_is_given(tmp_path):
     assert all(not row["note"] and float(row["fwd_bwd_ms"]) > 0 for row in rows)  # sdpa takes no window
     assert benchmark.options.windowed("dba+w128") == ("dba", {"local_window": 128})
     assert benchmark.options.windowed("dba") == ("dba", {})
+
+
+def record_input_shapes(monkeypatch) -> dict:
+    """``{(row, N): the shape of the token ids or hidden states it is called on}`` for every subject built."""
+    seen, build_subject = {}, guard.build_subject
+
+    def record(name, part, length, args):
+        subject = build_subject(name, part, length, args)
+        subject.module.register_forward_pre_hook(lambda module, args, kwargs: seen.update(
+            {(name, length): (kwargs.get("input_ids") if args == () else args[0]).shape}), with_kwargs=True)
+        return subject
+
+    monkeypatch.setattr(guard, "build_subject", record)
+    return seen
+
+
+def test_tokens_per_step_give_each_length_its_batch_beside_the_chunked_reader(tmp_path, monkeypatch):
+    """32 tokens a step: 4 sequences at N = 8, 2 at 16 and 1 at 64 (32 // 64 = 0, at least 1), for our encoders and
+    the chunked reader alike; each row's batch is in results.csv, the rule in results.md, and the time over the
+    chunked reader's is a table."""
+    seen = record_input_shapes(monkeypatch)
+    rows = bench(tmp_path, "--attentions", "kerformer", "--parts", "encoder", "--peers", "roberta-chunks512",
+                 "--tokens_per_step", "32", "--lengths", "8", "16", "64")
+    expected = {8: 4, 16: 2, 64: 1}
+    names = ["kerformer", "sdpa", "floor", "peer:roberta-chunks512"]
+    assert {(row["mechanism"], int(row["length"])): int(row["batch_size"]) for row in rows} == {
+        (name, n): batch for name in names for n, batch in expected.items()}
+    assert seen == {(name, n): (batch, n) for name in names for n, batch in expected.items()}
+    markdown = (tmp_path / "results.md").read_text()
+    assert "32 tokens a step (batch = 32 // N, at least 1: 4 at N=8, 2 at N=16, 1 at N=64)" in markdown
+    assert "time over the chunked reader's (peer:roberta-chunks512)" in markdown
+    assert "| peer:roberta-chunks512 | 1.00x | 1.00x | 1.00x |" in markdown
+
+
+def test_compiled_rows_are_timed_beside_their_eager_rows_and_their_compilation_apart(tmp_path, monkeypatch):
+    """``--compile kerformer sdpa``: each also compiled (here with Dynamo's eager backend: what the bench does with
+    the compiled module, not Inductor's code), right after its eager row, at each length; the compiled rows carry
+    their compile times and are compared with each other. ``--fwd_bwd_only``: no forward-only times."""
+    compiled, compile = [], torch.compile
+    monkeypatch.setattr(torch, "compile", lambda module: compiled.append(type(module).__name__) or compile(
+        module, backend="eager"))
+    rows = bench(tmp_path, "--attentions", "kerformer", "--parts", "attention", "--compile", "kerformer", "sdpa",
+                 "--fwd_bwd_only")
+    names = ["kerformer", "kerformer@compiled", "sdpa", "sdpa@compiled", "floor"]
+    assert [(row["mechanism"], row["length"]) for row in rows] == [(name, n) for name in names for n in ("8", "16")]
+    assert compiled == ["KerformerAttention", "SdpaAttention"] * 2  # one model per row and length
+    for row in rows:
+        assert row["fwd_ms"] == "" and float(row["fwd_bwd_ms"]) > 0
+        assert (float(row["compile_s"]) > 0) if row["mechanism"].endswith("@compiled") else row["compile_s"] == ""
+    markdown = (tmp_path / "results.md").read_text()
+    assert "forward time (ms)" not in markdown and "compile time (s" in markdown
+    times = {(row["mechanism"], row["length"]): float(row["fwd_bwd_ms"]) for row in rows}
+    speed_up = times["sdpa@compiled", "8"] / times["kerformer@compiled", "8"]
+    assert f"| kerformer@compiled | {speed_up:.2f}x |" in markdown  # over sdpa@compiled, not sdpa
+
+
+def test_without_matplotlib_the_tables_are_written_and_the_plot_is_said_missing(tmp_path, monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # not installed: the bench extra left out
+    bench(tmp_path, "--attentions", "kerformer", "--parts", "attention")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["results.csv", "results.md"]
+    assert "no results.png: matplotlib is not installed (pip install 'hf_effattn[bench]')" in capsys.readouterr().out
 
 
 def test_floor_is_local_to_the_benchmark(tmp_path):
@@ -177,6 +240,9 @@ def test_a_length_whose_input_passes_the_limit_is_refused_from_its_shapes(monkey
     ({"num_heads": 3}, r"hidden_size=16 is not a multiple of num_heads=3"),
     ({"memory_limit_gb": 0}, r"must be positive"),
     ({"local_window": 32}, r"local_window=32: it must be at least 2 and at most the shortest length 8"),
+    ({"tokens_per_step": 0}, r"tokens_per_step=0: it must be at least 1 \(--tokens_per_step\)"),
+    ({"batch_size": 2, "tokens_per_step": 64}, r"batch_size=2 and tokens_per_step=64: give one of them"),
+    ({"compile": ["kerformr"]}, r"compile=\['kerformr'\]: not a measured row; choose among .*kerformer"),
 ])
 def test_settings_that_cannot_run_are_refused_up_front(monkeypatch, setting, message):
     guarded_measure(monkeypatch, longest=0)

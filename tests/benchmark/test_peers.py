@@ -17,7 +17,7 @@ from torch import nn
 from hf_effattn import benchmark
 from hf_effattn.commands import bench as command
 from hf_effattn.benchmark.measuring import measure_round_robin
-from hf_effattn.benchmark.peers import PEERS
+from hf_effattn.benchmark.peers import PEERS, ChunkedReader
 from hf_effattn.benchmark.rows import Infeasible
 from hf_effattn.benchmark.runner import selected_mechanisms
 from hf_effattn.benchmark.subjects import Subject, build_subject
@@ -35,6 +35,10 @@ def parse(*argv: str) -> argparse.Namespace:
     return parser.parse_args([*TINY, *argv])
 
 
+def settings(*argv: str) -> benchmark.BenchmarkSettings:
+    return benchmark.BenchmarkSettings(**command.settings_of(parse(*argv)))
+
+
 def test_peer_rows_are_written_beside_ours_with_their_notes(tmp_path):
     """At N = 8 and 64 Nystromformer cannot run (N = 8, not a multiple of its 64 landmarks) or runs exact softmax
     (N = 64), BigBird falls back to full attention, Longformer pads to its window of 512: all are said."""
@@ -45,7 +49,7 @@ def test_peer_rows_are_written_beside_ours_with_their_notes(tmp_path):
         rows = {(row["mechanism"], int(row["length"])): row for row in csv.DictReader(handle)}
     assert set(rows) == {(name, n) for name in ["kerformer", "sdpa", "floor", *LABELS] for n in (8, 64)}
     assert {row["part"] for row in rows.values()} == {"encoder"}
-    for name in ("kerformer", "sdpa", "floor", "peer:roberta-sdpa", "peer:roberta-eager"):
+    for name in ("kerformer", "sdpa", "floor", "peer:roberta-sdpa", "peer:roberta-eager", "peer:roberta-chunks512"):
         assert all(float(rows[name, n]["fwd_bwd_ms"]) > 0 and not rows[name, n]["note"] for n in (8, 64))
     cannot = rows["peer:nystromformer", 8]
     assert cannot["fwd_ms"] == cannot["fwd_bwd_ms"] == "" and cannot["note"].startswith("cannot run")
@@ -71,16 +75,17 @@ def test_peer_is_the_named_class_with_our_width_depth_and_inputs(key):
     layers: the Transformers class, its width, depth, heads and feed-forward; it receives the same token ids and
     all-ones mask as our encoder, and runs its own mechanism (no note)."""
     peer = PEERS[key]
-    args = parse("--num_layers", "3")
+    args = settings("--num_layers", "3")
     subjects = {name: build_subject(name, "encoder", 1024, args) for name in ("psf", peer.label)}
     model = subjects[peer.label].module
-    assert type(model) is getattr(transformers, peer.class_name)
-    config = model.config
+    encoder = model.model if isinstance(model, ChunkedReader) else model
+    assert type(encoder) is getattr(transformers, peer.class_name)
+    config = encoder.config
     assert (config.hidden_size, config.num_hidden_layers, config.num_attention_heads, config.intermediate_size) == (
         16, 3, 2, 32)
-    assert len(model.encoder.layer) == 3
+    assert len(encoder.encoder.layer) == 3
     if key.startswith("roberta"):
-        assert config._attn_implementation == key.split("-")[1]
+        assert config._attn_implementation == ("eager" if key == "roberta-eager" else "sdpa")
     seen = {}
     for name, subject in subjects.items():
         subject.module.register_forward_pre_hook(lambda module, args, kwargs, name=name: seen.update({name: kwargs}),
@@ -92,6 +97,24 @@ def test_peer_is_the_named_class_with_our_width_depth_and_inputs(key):
     assert torch.equal(ours["input_ids"], theirs["input_ids"]) and ours["input_ids"].min() >= 3
     assert torch.equal(ours["attention_mask"], theirs["attention_mask"]) and bool(theirs["attention_mask"].all())
     assert peer.runs_otherwise(model, 1024) == ""
+
+
+@pytest.mark.parametrize("length, chunks", [(1024, (2, 512)), (700, (2, 512)), (300, (1, 300))])
+def test_the_chunked_reader_reads_each_512_token_chunk_alone(length, chunks):
+    """Its outputs are RobertaModel's on each chunk of 512 tokens read alone (the last one shorter at N = 700, the
+    input padded to 1,024 and said; at N = 300, the input whole); its positions restart in every chunk."""
+    subject = build_subject("peer:roberta-chunks512", "encoder", length, settings("--num_layers", "1"))
+    reader, seen = subject.module.eval(), {}
+    reader.model.register_forward_pre_hook(lambda module, args, kwargs: seen.update(kwargs), with_kwargs=True)
+    with torch.no_grad():
+        output = subject.call().last_hidden_state
+        input_ids = seen["input_ids"].flatten()[:length]
+        alone = [reader.model(input_ids[None, start : start + 512]).last_hidden_state[0]
+                 for start in range(0, length, 512)]
+    assert output.shape == (1, length, 16) and seen["input_ids"].shape == chunks
+    torch.testing.assert_close(output[0], torch.cat(alone), atol=1e-5, rtol=1e-5)
+    expected_note = "inputs padded from N=700 to 1024 (a multiple of chunk=512)" if length == 700 else ""
+    assert PEERS["roberta-chunks512"].runs_otherwise(reader, length) == expected_note
 
 
 def test_peers_only_in_the_encoder_part_and_bad_peer_settings():
@@ -122,8 +145,7 @@ def recording_subject(name: str, order: list[str], fail: bool = False) -> Subjec
 def test_subjects_take_turns_and_a_failing_one_leaves_them():
     order: list[str] = []
     subjects = {name: recording_subject(name, order, fail=name == "c") for name in "abc"}
-    args = SimpleNamespace(device="cpu", warmup=1, repeats=2)
-    results = measure_round_robin(subjects, args)
+    results = measure_round_robin(subjects, benchmark.BenchmarkSettings(device="cpu", warmup=1, repeats=2))
     # Per mode: warm-up and repeats in turns, then one profiled call each for the peak; "c" fails on its first.
     assert order == list("abc") + list("ab") * 2 + list("ab") + list("ab") * 3 + list("ab")
     assert isinstance(results["c"], Infeasible) and str(results["c"]) == "failed: boom"

@@ -5,6 +5,8 @@
   O(N^2) reference from its paper; :mod:`.memory`: the largest tensor of a block;
 * :mod:`.models`: tiny configs and inputs, source checkpoints saved with Transformers' classes, remote-code loading
   in a fresh process;
+* :mod:`.device_lane`: the device lane's (``tests/cuda``) precisions, cases, padding masks and comparisons by
+  relative norm;
 * :mod:`.conversion`: ``hf-effattn convert`` in-process; :mod:`.finetuning`: tiny checkpoints, datasets and the
   scripts' options; :mod:`.red_team`: the red-team tests' tiny runs and byte-for-byte refusals; :mod:`.threads`:
   torch's thread count restored after a test;

@@ -139,12 +139,10 @@ def chord_factor(weights: torch.Tensor) -> torch.Tensor:
     sits at column ``i`` (k = 1) or ``(i + 2^(k-2)) mod L`` (k = 2..K), the Chord links of Eq. 1
     (links that coincide for a short L add up)."""
     length, links = weights.shape
-    offsets = [0] + [2 ** (k - 2) for k in range(2, links + 1)]
-    factor = torch.zeros(length, length, dtype=weights.dtype)
-    for i in range(length):
-        for k, offset in enumerate(offsets):
-            factor[i, (i + offset) % length] += weights[i, k]
-    return factor
+    offsets = torch.tensor([0] + [2 ** (k - 2) for k in range(2, links + 1)])
+    rows = torch.arange(length)[:, None].expand(length, links)  # entry (i, k) of the non-zeros sits in row i ...
+    columns = (rows + offsets) % length  # ... at column (i + offset_k) mod L
+    return torch.zeros(length, length, dtype=weights.dtype).index_put((rows, columns), weights, accumulate=True)
 
 
 def psf_reference(attn, x: torch.Tensor, state=None, factor_masks: torch.Tensor | None = None) -> Reference:
@@ -189,9 +187,10 @@ def nystromformer_reference(attn, x: torch.Tensor, state=None) -> Reference:
     attention = kernel_1 @ z @ kernel_3
     if settings.conv_kernel_size is not None:
         taps, half = attn.conv.weight[:, 0, :, 0], settings.conv_kernel_size // 2  # [h, k]
-        for i in range(length):
-            for j in range(max(0, i - half), min(length, i + half + 1)):
-                attention[:, i, j] += taps[:, j - i + half]
+        positions = torch.arange(length)
+        offsets = positions[None, :] - positions[:, None] + half  # j - i + k // 2, [L, L]
+        banded = (offsets >= 0) & (offsets < settings.conv_kernel_size)
+        attention = attention + taps[:, offsets.clamp(0, settings.conv_kernel_size - 1)] * banded
     return attend(attention, value)
 
 

@@ -73,7 +73,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
-from .fast_paths import compiled, takes_fast_path
+from .fast_paths import run_fast, takes_fast_path
 from .local_blocks import LocalBlocks
 from .local_window import LocalPart, LocalWindow
 from .settings import Spec, checked, setting  # noqa: F401 (mechanisms import ``setting`` from here)
@@ -272,8 +272,10 @@ class EfficientAttention(nn.Module):
         ``fast_paths.py``'s mode allows: :meth:`exact_forward` compiled (the same function, fused); elsewhere
         :meth:`exact_forward` as written."""
         self.check_length(hidden_states.shape[1])
-        if not output_attentions and takes_fast_path(f"the {self.name!r} attention", hidden_states):
-            context, state, aux_loss = compiled(type(self).tensors_forward)(self, hidden_states, padding_mask, state)
+        name = f"the {self.name!r} attention"
+        if not output_attentions and takes_fast_path(name, hidden_states):
+            context, state, aux_loss = run_fast(name, type(self).tensors_forward, self, hidden_states, padding_mask,
+                                                state)
             return AttentionOutput(context, state, aux_loss)
         return self.exact_forward(hidden_states, padding_mask, state, output_attentions)
 

@@ -3,12 +3,13 @@
 Every mechanism has one *exact path*, written with PyTorch operations: it runs on any device, exports to ONNX,
 compiles with ``torch.compile``, and is what the tests compare with the papers' explicit references. On a CUDA
 device each attention layer also has a *fast path*: the same function, its chains of small operations (feature
-maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.compile`` (Triton) the first time each
-input shape runs, the matrix products and the block softmax left to cuBLAS and the flash kernel
-(``attention_base.EfficientAttention.forward``). The mode chooses, for the whole process:
+maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.compile`` (Triton, dynamic shapes:
+compiled at the first call, for every length), the matrix products and the block softmax left to cuBLAS and the
+flash kernel (``attention_base.EfficientAttention.forward``). The mode chooses, for the whole process:
 
 * ``"auto"`` (the default): the fast path where it can run (CUDA tensors, Triton present, not while exporting or
-  tracing), else the exact path. Where a fast path cannot run on CUDA, one log line says why, once.
+  tracing), else the exact path. Where a fast path cannot run on CUDA, or fails to compile, one log line says why,
+  once, and the exact path runs.
 * ``"exact"``: the exact path everywhere (the reference the fast paths are tested against).
 * ``"fast"``: the fast path, and a ``RuntimeError`` naming what stops it where it cannot run.
 
@@ -106,13 +107,30 @@ def takes_fast_path(name: str, tensor: torch.Tensor) -> bool:
     return False
 
 
+def run_fast(name: str, function: Callable, *args):
+    """``function(*args)`` compiled (:func:`compiled`), the fast path of part ``name``. Where it fails to compile, in
+    ``"auto"`` mode one log line says why and ``function`` runs as written, now and at every later call (a user's
+    error raises again there, as it would have); in ``"fast"`` mode the error is raised."""
+    if function not in _failed:
+        try:
+            return compiled(function)(*args)
+        except Exception as error:  # noqa: BLE001 - any compiler error: the exact path decides what is an error
+            if _mode == "fast":
+                raise
+            _failed.add(function)
+            logger.warning("hf_effattn: the fast path of %s did not compile (%s: %s); the exact path runs instead.",
+                           name, type(error).__name__, str(error).splitlines()[0] if str(error) else "")
+    return function(*args)
+
+
 def compiled(function: Callable) -> Callable:
-    """``torch.compile(function)``, made once per function and kept (each compiles anew for each new shape family
-    and guard; a later call with the same ones reuses the kernels)."""
+    """``torch.compile(function)`` with dynamic shapes (one compilation for every input length and batch), made
+    once per function and kept; it compiles anew for a new guard (another dtype, a padding mask or none)."""
     if function not in _compiled:
-        logger.info("hf_effattn: compiling the CUDA fast path of %s (once per input shape).", function.__qualname__)
-        _compiled[function] = torch.compile(function, fullgraph=True)
+        logger.info("hf_effattn: compiling the CUDA fast path of %s.", function.__qualname__)
+        _compiled[function] = torch.compile(function, fullgraph=True, dynamic=True)
     return _compiled[function]
 
 
 _compiled: dict[Callable, Callable] = {}
+_failed: set[Callable] = set()

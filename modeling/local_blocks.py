@@ -55,7 +55,7 @@ class AlignedBlocks:
 
     def __init__(self, lengths: torch.Tensor, length: int, size: int, global_tokens: int, device, masked: bool):
         self.size, self.length, self.global_tokens = size, length, global_tokens
-        self.count = math.ceil(length / size)
+        self.count = (length + size - 1) // size  # integers only: a symbolic length under torch.compile
         self.mask = None
         if masked:
             ranks = torch.arange(self.count * size, device=device)

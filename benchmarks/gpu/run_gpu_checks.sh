@@ -3,8 +3,9 @@
 # H100/H200 with PyTorch, Triton and Transformers installed and no network. Run from the repository root:
 #
 #     OUT=/some/folder bash benchmarks/gpu/run_gpu_checks.sh    # OUT defaults to ./gpu_checks
-#     STAGES="train long" bash benchmarks/gpu/run_gpu_checks.sh  # some stages (default: all five, in this order:
-#                                                                # lane-exact lane-fast train long compiled)
+#     STAGES="train long" bash benchmarks/gpu/run_gpu_checks.sh  # some stages (default: all six, in this order:
+#                                                                # lane-exact lane-fast train train-exact long
+#                                                                # compiled)
 #     LIMIT_lane_fast=500 STAGES=lane-fast bash ...              # a stage's limit in seconds, raised
 #     DRY_RUN=1 bash benchmarks/gpu/run_gpu_checks.sh            # the same stages on a CPU at tiny sizes, to try
 #                                                                # the script (one compiled row: Inductor's C++ is
@@ -18,17 +19,17 @@
 #   run_gpu_checks.log   the machine, everything printed, each stage's start, end, seconds and status, each bench's
 #                        main tables, the summary
 #   lane-exact.xml, lane-fast.xml   the lane's JUnit reports (every test, its time, each failure's message)
-#   train.tar.gz, long.tar.gz, compiled.tar.gz   each bench's results.csv, results.md and results.png
+#   train.tar.gz, train-exact.tar.gz, long.tar.gz, compiled.tar.gz   each bench's results.csv, .md and .png
 #
 # Time (each stage is interrupted at its limit, pytest then still reporting what ran, and the next stage runs; the
-# defaults add up to 560 s, within one 600 s command): install 20 s. lane-exact (336 tests on the exact paths, the
-# float64 references on the CPU; 105 s on a 2-core CPU) limit 80 s. lane-fast (504 tests on the fast paths): each
-# mechanism's fast path compiles once per dtype, mask (or none) and shape, 143 graphs (counted on a CPU with
-# Dynamo's eager backend: 14 minutes of tracing there, PSF's image model 80 s a dtype), so at a few seconds a graph
-# it needs several minutes: limit 130 s, the rest in a command of its own (LIMIT_lane_fast=540 STAGES=lane-fast).
-# train (14 rows x 3 lengths, eager, each series predicted from probes at 64-1,024 tokens first, the fast paths
-# compiled per row and shape) limit 120 s. long (5 rows at 65,536 tokens, eager) limit 50 s. compiled (4 models at
-# 16,384 tokens, ~40 s of compiling each as the issue measured, beside the same rows eager) limit 160 s.
+# defaults add up to 520 s, within one 600 s command): install 20 s. lane-exact (the exact paths against the float64
+# references on the CPU; 105 s on a 2-core CPU) limit 70 s. lane-fast (the fast paths): each mechanism's fast path
+# compiles once per dtype, mask (or none) and shape, some 180 graphs at a few seconds each, so it needs several
+# minutes: limit 110 s, the rest in a command of its own (LIMIT_lane_fast=540 STAGES=lane-fast). train (19 rows x 3
+# lengths, with the fast paths, each series predicted from probes at 64-1,024 tokens first, the fast paths compiled
+# per row and shape) limit 150 s. train-exact (the blocks and the mechanisms alone on the exact paths at the longest
+# length) limit 50 s. long (5 rows at 65,536 tokens) limit 40 s. compiled (2 models at 16,384 tokens, ~40 s of
+# compiling each as the issue measured, beside the same rows eager) limit 100 s.
 set -o pipefail
 export PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 cd "$(dirname "$0")/../.."
@@ -37,7 +38,7 @@ mkdir -p "$OUT"
 LOG="$OUT/run_gpu_checks.log"
 BENCH="$(mktemp -d)"
 SUMMARY=()
-STAGES="${STAGES:-lane-exact lane-fast train long compiled}"
+STAGES="${STAGES:-lane-exact lane-fast train train-exact long compiled}"
 
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG"; }
 
@@ -71,14 +72,14 @@ keep() {
 if [ "${DRY_RUN:-0}" = 1 ]; then
     DEVICE=cpu
     SIZES=(--hidden_size 32 --num_heads 2 --intermediate_size 64 --num_layers 1 --dtype float32 --threads 2)
-    TOKENS=1024; LENGTHS=(128 256 512); LONG=1024; COMPILED_LENGTH=512; COMPILED=(kerformer)
+    TOKENS=1024; LENGTHS=(128 256 512); LONG=1024; COMPILED_LENGTH=512; COMPILED=(kerformer); BLOCK=64
     LANE_ONLY="kerformer and holes"  # a -k expression that each lane stage's own is narrowed by
 else
     DEVICE=cuda
     # The issue's setting: BERT-base width, 4 layers, bfloat16.
     SIZES=(--hidden_size 768 --num_heads 12 --intermediate_size 3072 --num_layers 4 --dtype bfloat16)
     TOKENS=16384; LENGTHS=(2048 8192 16384); LONG=65536; COMPILED_LENGTH=16384
-    COMPILED=(singularformer kerformer dba peer:roberta-chunks512)
+    COMPILED=(kerformer peer:roberta-chunks512); BLOCK=512
     LANE_ONLY=""
 fi
 # Whole encoders, the training step alone (forward and backward), median of 5 after 2 warm-ups.
@@ -119,29 +120,37 @@ LANE_COMMAND=(python3 -m pytest -v -ra --tb=short -p no:cacheprovider --duration
               --device "$DEVICE")
 if python3 -c "import pytest" 2>/dev/null; then
     narrowed="${LANE_ONLY:+ and ($LANE_ONLY)}"
-    stage lane-exact 80 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-exact.xml" -k "not fast$narrowed"
-    stage lane-fast 130 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-fast.xml" -k "fast$narrowed"
+    stage lane-exact 70 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-exact.xml" -k "not fast$narrowed"
+    stage lane-fast 110 "${LANE_COMMAND[@]}" --junitxml="$OUT/lane-fast.xml" -k "fast$narrowed"
 else
     log "pytest is not installed: the lane is skipped (carry its wheels: see the top of this script)"
     SUMMARY+=("lane: skipped, no pytest")
 fi
 
-# 2. The issue's table, eager: 16,384 tokens a step, the four seeds' mechanisms alone and beside a 128-token window,
-#    the window alone (local+w128), sdpa (ours and Transformers' RoBERTa), the floor and the chunked reader.
-stage train 120 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "${LENGTHS[@]}" \
-    --attentions singularformer kerformer dba psf local --local_window 128 --peers roberta-sdpa roberta-chunks512 \
-    --output_dir "$BENCH/train"
+# 2. The issue's table, eager (with the fast paths, the default on CUDA): 16,384 tokens a step, the four seeds'
+#    mechanisms alone, beside a 128-token window and beside aligned blocks of 512 (issue 33's block hybrids), the
+#    window alone (local+w128), the blocks alone (local+b512: the chunked reader in this package's code), sdpa (ours
+#    and Transformers' RoBERTa), the floor and Transformers' RoBERTa reading 512-token chunks.
+stage train 150 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "${LENGTHS[@]}" \
+    --attentions singularformer kerformer dba psf local --local_window 128 --local_block "$BLOCK" \
+    --peers roberta-sdpa roberta-chunks512 --output_dir "$BENCH/train"
 keep train
 
+# 2b. The same rows beside blocks and alone on the exact paths at the longest length: what the fast paths buy.
+stage train-exact 50 env HF_EFFATTN_FAST_PATHS=exact "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" \
+    --lengths "${LENGTHS[-1]}" --attentions singularformer kerformer dba psf local --local_block "$BLOCK" \
+    --output_dir "$BENCH/train-exact"
+keep train-exact
+
 # 3. One sequence of 65,536 tokens a step: the three fast mechanisms against sdpa (target: 10x faster), eager.
-stage long 50 "${BENCH_COMMAND[@]}" --batch_size 1 --lengths "$LONG" --attentions singularformer kerformer dba \
+stage long 40 "${BENCH_COMMAND[@]}" --batch_size 1 --lengths "$LONG" --attentions singularformer kerformer dba \
     --output_dir "$BENCH/long"
 keep long
 
 # 4. Compiled against compiled at 16,384 tokens, beside the same rows eager: the chunked reader and the three
 #    mechanisms whose target is 1.1x its step. (PSF, the hybrids and the window: eager above; each compiled model
 #    costs about 40 s.)
-stage compiled 160 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "$COMPILED_LENGTH" \
+stage compiled 100 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "$COMPILED_LENGTH" \
     --attentions singularformer kerformer dba --peers roberta-chunks512 --compile "${COMPILED[@]}" \
     --output_dir "$BENCH/compiled"
 keep compiled

@@ -27,7 +27,9 @@ class BenchmarkSettings:
 
     ``attentions``: mechanisms (None: all registered; ``sdpa`` and the floor are always added). ``local_window``:
     also time each of them that takes a window beside an exact window of this many tokens, named
-    ``<name>+w<local_window>`` (see :func:`windowed`). ``lengths``: the
+    ``<name>+w<local_window>``; ``local_block``: likewise beside aligned blocks of this many tokens, named
+    ``<name>+b<local_block>`` (``local+b512``: the chunked reader in this package's code; see :func:`windowed`).
+    ``lengths``: the
     N to run. ``parts``: among ``"attention"``, ``"layer"``, ``"encoder"``. ``batch_size`` (None: 1) sequences a
     call, or ``tokens_per_step``: ``tokens_per_step // N`` sequences at each length N (at least 1), as users train
     with a fixed number of tokens a step. ``intermediate_size`` None: 4 x hidden.
@@ -42,6 +44,7 @@ class BenchmarkSettings:
 
     attentions: list[str] | None = None
     local_window: int | None = None
+    local_block: int | None = None
     lengths: list[int] = field(default_factory=lambda: [256, 512, 1024, 2048, 4096, 8192])
     parts: list[str] = field(default_factory=lambda: list(PARTS))
     batch_size: int | None = None
@@ -92,6 +95,9 @@ class BenchmarkSettings:
         if self.local_window is not None and not 2 <= self.local_window <= min(self.lengths):
             raise ValueError(f"local_window={self.local_window}: it must be at least 2 and at most the shortest "
                              f"length {min(self.lengths)} (--local_window, --lengths).")
+        if self.local_block is not None and not 1 <= self.local_block <= min(self.lengths):
+            raise ValueError(f"local_block={self.local_block}: it must be at least 1 and at most the shortest "
+                             f"length {min(self.lengths)} (--local_block, --lengths).")
         if self.max_length and self.max_length < max(self.lengths):
             raise ValueError(f"max_length={self.max_length} is shorter than the longest length {max(self.lengths)}: "
                              "raise it or leave it None.")
@@ -121,11 +127,15 @@ class BenchmarkSettings:
         return self.compile is True or row in (self.compile or [])
 
 
+LOCAL_PART_SUFFIXES = {"w": "local_window", "b": "local_block"}  # the row name's "+w<W>" or "+b<S>"
+
+
 def windowed(name: str) -> tuple[str, dict]:
     """A measured mechanism's registered name and settings: ``"kerformer+w128"`` is Kerformer beside a 128-token
-    window (``{"local_window": 128}``); any other name is the mechanism alone."""
-    mechanism, _, window = name.partition("+w")
-    return mechanism, ({"local_window": int(window)} if window else {})
+    window (``{"local_window": 128}``), ``"kerformer+b512"`` beside aligned blocks of 512 (``{"local_block":
+    512}``); any other name is the mechanism alone."""
+    mechanism, _, part = name.partition("+")
+    return mechanism, ({LOCAL_PART_SUFFIXES[part[0]]: int(part[1:])} if part else {})
 
 
 AT_LEAST = {"batch_size": 1, "tokens_per_step": 1, "hidden_size": 1, "num_heads": 1, "repeats": 1, "warmup": 0,

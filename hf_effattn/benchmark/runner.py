@@ -21,13 +21,17 @@ COMPILED_GRAPHS_LIMIT = 4096
 
 
 def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
-    """The requested mechanisms (default all registered), with ``local_window``, each that takes one also beside
-    the window (``<name>+w<W>``), ``sdpa`` and the floor added for comparison, in part ``encoder`` the
-    requested peers (``peer:<key>``), and after each row that ``settings.compile`` names its ``<row>@compiled``."""
-    mechanisms = settings.attentions or list_attentions()
-    if settings.local_window:  # ``local`` at this window too, not its default one
-        mechanisms = [name for name in mechanisms if name != "local"] + [
-            f"{name}+w{settings.local_window}" for name in mechanisms if get_attention_class(name).takes_local_window]
+    """The requested mechanisms (default all registered), with ``local_window`` (``local_block``), each that takes
+    one also beside the window (the blocks), ``<name>+w<W>`` (``<name>+b<S>``), ``sdpa`` and the floor added for
+    comparison, in part ``encoder`` the requested peers (``peer:<key>``), and after each row that
+    ``settings.compile`` names its ``<row>@compiled``."""
+    requested = settings.attentions or list_attentions()
+    local_parts = [(suffix, size) for suffix, size in (("w", settings.local_window), ("b", settings.local_block))
+                   if size]
+    # ``local`` at this window or in these blocks, not at its default window
+    mechanisms = [name for name in requested if name != "local" or not local_parts] + [
+        f"{name}+{suffix}{size}" for suffix, size in local_parts for name in requested
+        if get_attention_class(name).takes_local_window]
     peers = [peer.label for peer in selected_peers(settings.peers)] if part == "encoder" else []
     rows = dict.fromkeys(mechanisms + [BASELINE, FLOOR] + peers)
     return [name for row in rows for name in ([row, row + COMPILED] if settings.compiles(row) else [row])]

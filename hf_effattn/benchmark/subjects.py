@@ -32,7 +32,8 @@ def layer_config(mechanism: str, args, length: int, num_layers: int = 1):
     from ..modeling.configuration_effattn import EffAttnRobertaConfig
 
     attention_type, settings = windowed(BASELINE if mechanism == FLOOR else mechanism)
-    window = build_settings(attention_type, settings).local_window or 0  # a model takes inputs of its window
+    built = build_settings(attention_type, settings)
+    window = built.local_window or built.local_block or 0  # a model takes inputs of its window or its blocks
     return EffAttnRobertaConfig(
         attention_type=attention_type,
         attention_config=settings,

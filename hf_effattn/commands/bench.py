@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mechanisms to measure (default: all registered); the floor is always added")
     parser.add_argument("--local_window", type=int, default=None, metavar="W",
                         help="also time each mechanism beside an exact window of W tokens (as <name>+wW)")
+    parser.add_argument("--local_block", type=int, default=None, metavar="S",
+                        help="also time each mechanism beside aligned blocks of S tokens (as <name>+bS; local+bS is "
+                             "the chunked reader)")
     parser.add_argument("--lengths", nargs="+", type=int, default=defaults.lengths)
     parser.add_argument("--parts", nargs="+", choices=PARTS, default=defaults.parts)
     parser.add_argument("--batch_size", type=int, default=None, help="sequences a call (default 1)")

@@ -57,6 +57,14 @@ def test_each_mechanism_is_also_timed_beside_the_window_it_is_given(tmp_path):
     assert benchmark.options.windowed("dba") == ("dba", {})
 
 
+def test_each_mechanism_is_also_timed_beside_the_blocks_it_is_given(tmp_path):
+    rows = bench(tmp_path, "--attentions", "kerformer", "local", "sdpa", "--local_block", "4",
+                 "--parts", "attention")
+    assert {row["mechanism"] for row in rows} == {"kerformer", "kerformer+b4", "local+b4", "sdpa", "floor"}
+    assert all(not row["note"] and float(row["fwd_bwd_ms"]) > 0 for row in rows)
+    assert benchmark.options.windowed("dba+b512") == ("dba", {"local_block": 512})
+
+
 def record_input_shapes(monkeypatch) -> dict:
     """``{(row, N): the shape of the token ids or hidden states it is called on}`` for every subject built."""
     seen, build_subject = {}, guard.build_subject

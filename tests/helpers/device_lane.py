@@ -29,17 +29,21 @@ class Precision:
 PRECISIONS = {"float32": Precision(torch.float32, 1e-5), "bfloat16": Precision(torch.bfloat16, 2e-2)}
 PADDINGS = ("none", "right", "left", "holes")  # "none": no padding mask at all (the unpadded paths)
 PATHS = ("exact", "fast")  # the modes of fast_paths compared
-# The local parts beside which every mechanism that takes one runs (as "<name>+<part>"; "local" alone is the window
-# alone), one setting for the whole lane, so that each mechanism's fast path compiles once per dtype and mask.
-LOCAL_PARTS = {"window": {"local_window": 32, "global_tokens": 1}}
+# The local parts beside which the mechanisms that take one run (as "<name>+<part>"; "local" alone is the window
+# alone), one setting each for the whole lane, so that each mechanism's fast path compiles once per dtype and mask:
+# the window beside every mechanism, the aligned blocks beside the four seeds', one kernelized baseline, and alone.
+LOCAL_PARTS = {"window": {"local_window": 32, "global_tokens": 1},
+               "blocks": {"local_block": 24, "global_tokens": 1}}
+BESIDE_BLOCKS = ("local", "singularformer", "kerformer", "dba", "psf", "linear")
 
 
 def cases() -> list[str]:
     """Every registered mechanism alone (``local``: the window alone), then each that takes a local part beside
-    each of :data:`LOCAL_PARTS`, as ``<name>+<part>``."""
+    the window, and :data:`BESIDE_BLOCKS` beside the blocks, as ``<name>+<part>``."""
     names = hf_effattn.list_attentions()
-    return names + [f"{name}+{part}" for part in LOCAL_PARTS for name in names
-                    if hf_effattn.get_attention_class(name).takes_local_window and f"{name}+{part}" != "local+window"]
+    windowed = [f"{name}+window" for name in names
+                if hf_effattn.get_attention_class(name).takes_local_window and name != "local"]
+    return names + windowed + [f"{name}+blocks" for name in BESIDE_BLOCKS]
 
 
 def local_part(case: str) -> dict:

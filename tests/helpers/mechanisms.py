@@ -20,9 +20,10 @@ HIDDEN, HEADS, MAX_LENGTH = 16, 2, 16
 
 def resolve(name: str, settings: dict | None = None) -> tuple[str, dict]:
     """A test case's mechanism and settings: ``"local"`` and ``"<name>+window"`` (the mechanism beside a local
-    window) get :data:`WINDOW` unless ``settings`` give another window or blocks (``local_block``)."""
+    window) get :data:`WINDOW` unless ``settings`` give another window, or blocks (``local_block``: then any
+    ``"+<part>"`` suffix is the case's name only)."""
     if "local_block" in (settings or {}):
-        return name, settings
+        return name.partition("+")[0], settings
     if name == "local" or name.endswith("+window"):
         return name.removesuffix("+window"), {**WINDOW, **(settings or {})}
     return name, settings

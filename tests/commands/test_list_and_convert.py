@@ -44,7 +44,27 @@ def test_list_matches_parts_of_mechanism_and_preset_names(capsys):
         "lra-image/psf", "lra-listops/psf", "lra-pathfinder/psf", "lra-retrieval/psf", "lra-text/psf"]}
     assert listed(capsys, ["KERF", "--attentions"]) == {"Attention mechanisms matching 'KERF'": ["kerformer"]}
     assert listed(capsys, ["--attentions"]) == {"Attention mechanisms": hf_effattn.list_attentions()}
-    assert listed(capsys, ["nothing-like-this"])["Attention mechanisms matching 'nothing-like-this'"] == ["(none)"]
+    assert listed(capsys, ["roberta-base/"])["Attention mechanisms matching 'roberta-base/'"] == ["(none)"]
+
+
+@pytest.mark.parametrize("argv, listed_names", [
+    (["kerformr"], "mechanism or preset"), (["--models", "robrta-base"], "preset"), (["--attentions", "dbb"], "mechanism"),
+])
+def test_a_pattern_that_matches_nothing_is_refused_naming_the_closest_names_which_list(argv, listed_names, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["list", *argv])
+    error = capsys.readouterr().err
+    assert exit.value.code == 2 and error.count("\n") == 1
+    assert error.startswith(f"hf-effattn list: error: No {listed_names} name matches {argv[-1]!r}: did you mean ")
+    closest = error.split("did you mean ")[1].split(",")[0].rstrip("?\n")
+    sections = listed(capsys, [*argv[:-1], closest])  # the fix: the first name suggested
+    assert any(closest in name for names in sections.values() for name in names)
+
+
+def test_a_pattern_without_a_close_name_points_to_the_whole_list(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["list", "zzzzzz"])
+    assert capsys.readouterr().err.endswith("'zzzzzz': hf-effattn list without a pattern shows every name.\n")
 
 
 def test_version(capsys):
@@ -156,3 +176,4 @@ def test_converted_sentence_transformer_keeps_its_pooling_and_normalisation(tmp_
     expected = original.encode(sentences, convert_to_tensor=True)
     torch.testing.assert_close(converted.encode(sentences, convert_to_tensor=True), expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(expected.norm(dim=-1), torch.ones(3))  # the normalisation is still there
+

@@ -38,8 +38,8 @@ logger = logging.getLogger(__name__)
 # Options of some scripts that a model card reports when they are set.
 TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "mlm_probability", "new_mlm_head",
                  "train_head_only", "gradient_checkpointing")
-HUB_OR_LOCAL_OPTIONS = {"model_name_or_path": "Checkpoint folder", "tokenizer_name": "Tokenizer folder",
-                        "image_processor_name": "Image processor folder", "dataset_name": "Dataset folder"}
+HUB_OR_LOCAL_OPTIONS = {"model_name_or_path": "Checkpoint", "tokenizer_name": "Tokenizer",
+                        "image_processor_name": "Image processor", "dataset_name": "Dataset"}
 
 
 @dataclass(frozen=True)

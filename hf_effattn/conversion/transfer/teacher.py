@@ -53,7 +53,7 @@ def load_teacher(model: nn.Module, source: str, config_dict: dict | None = None,
         kwargs.setdefault("max_length", longest)
     with load_report_held_back():
         teacher = encoder.from_pretrained(source, config_dict=config, **kwargs).eval()
-    logger.info(f"The softmax teacher: {source}, read with its own attention ({teacher.config.attention_type}).")
+    logger.info(f"The softmax teacher: {source}, read with its own attention ({config.get('attention_type', 'sdpa')}).")
     return teacher
 
 

@@ -45,6 +45,16 @@ def check_found(name, what: str = "Checkpoint", hub_cache: bool = True) -> None:
                             "id such as FacebookAI/roberta-base.")
 
 
+def check_hub_id(name: str | None) -> None:
+    """Raise ``ValueError`` unless ``name`` (when given) has the form of a Hub model id, ``user/name`` or ``name``."""
+    if name is None:
+        return
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ValueError(f"{name!r} is not a Hub id: give one such as sentence-transformers/all-MiniLM-L6-v2.") from None
+
+
 def looks_local(path: Path) -> bool:
     """Whether ``path`` names a local file or folder rather than a Hub id: it cannot be a Hub id, or its first part
     is a local folder."""

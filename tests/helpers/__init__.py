@@ -5,6 +5,7 @@
   O(N^2) reference from its paper; :mod:`.memory`: the largest tensor of a block;
 * :mod:`.models`: tiny configs and inputs, source checkpoints saved with Transformers' classes, remote-code loading
   in a fresh process;
+* :mod:`.docs`: the documentation's python blocks, run as a page prints them;
 * :mod:`.conversion`: ``hf-effattn convert`` in-process; :mod:`.finetuning`: tiny checkpoints, datasets and the
   scripts' options; :mod:`.red_team`: the red-team tests' tiny runs and byte-for-byte refusals; :mod:`.threads`:
   torch's thread count restored after a test;

@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 import torch
 import transformers
+from transformers.dynamic_module_utils import get_relative_import_files
 
 import hf_effattn
+from hf_effattn.modeling.attentions import get_attention_class
 from hf_effattn.modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from hf_effattn.modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
 from helpers.models import BLOCK_PACKAGE, HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
@@ -85,25 +87,30 @@ REGISTRIES_IN_THE_FOLDERS = BLOCK_PACKAGE + textwrap.dedent(
         print(sys.modules[type(model).__module__.rsplit(".", 1)[0] + ".attentions"].list_attentions())
     """
 )
-SHARED_FILES = {"attention_base.py", "attention_registry.py", "attention_vanilla.py", "attentions.py",
-                "configuration_effattn.py", "encoder.py", "local_window.py", "masking.py", "modeling_effattn_roberta.py",
-                "outputs.py", "position_extension.py", "pretrained.py", "remote_code_files.py", "settings.py",
-                "supported_versions.py"}
-
-
 def remote_code_files(folder) -> set[str]:
     return {path.name for path in folder.glob("*.py")}
 
 
 def test_a_saved_folder_carries_only_the_code_its_model_runs(tmp_path):
-    """Every mechanism's file is left out but the model's own (and softmax's, which the config's defaults name): the
-    folder loads as remote code (the test above, for every mechanism and hybrid), with a registry of those only."""
-    cases = {"dba": ({}, {"attention_dba.py"}), "sdpa": ({}, set()),
-             "kerformer": ({"local_window": 4}, {"attention_kerformer.py", "kernel_attention.py"})}
-    for attention_type, (settings, own_files) in cases.items():
+    """Every mechanism's file is left out but the model's own (and softmax's, which the config's defaults name), and
+    so is every file nothing imports: the folder loads as remote code (the test above, for every mechanism and
+    hybrid), with a registry of those mechanisms only."""
+    def mechanism_file(name: str) -> str:
+        return f"{get_attention_class(name).__module__.rsplit('.', 1)[-1]}.py"
+
+    mechanism_files = {mechanism_file(name) for name in hf_effattn.list_attentions()}
+    cases = {"dba": {}, "sdpa": {}, "kerformer": {"local_window": 4}}
+    for attention_type, settings in cases.items():
         model = hf_effattn.EffAttnRobertaModel(text_config(attention_type, attention_config=settings))
         model.save_pretrained(tmp_path / attention_type)
-        assert remote_code_files(tmp_path / attention_type) == SHARED_FILES | own_files, attention_type
+        files = remote_code_files(tmp_path / attention_type)
+        assert files & mechanism_files == {mechanism_file(attention_type), mechanism_file("sdpa")}
+        entries = {"configuration_effattn.py", "modeling_effattn_roberta.py"}  # the files auto_map names
+        loaded = {Path(file).name for entry in entries for file in get_relative_import_files(tmp_path / attention_type
+                                                                                               / entry)}
+        assert files == entries | loaded  # all that Transformers reads to load the folder, and nothing more
+    assert "kernel_attention.py" in remote_code_files(tmp_path / "kerformer")  # what a kernelized mechanism imports
+    assert "kernel_attention.py" not in remote_code_files(tmp_path / "dba")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
         "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-I", "-c", REGISTRIES_IN_THE_FOLDERS,

@@ -7,13 +7,7 @@ Build it strictly, every warning an error, as the test suite does::
     python -m sphinx -W --keep-going -b html docs docs/_build/html
 """
 
-import sys
-from pathlib import Path
-
 import hf_effattn
-
-# finetune/run_trainer.py is a script, not a module of the package: sphinx-argparse imports it from here.
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "finetune"))
 
 project = "hf_effattn"
 author = "hf_effattn authors"

@@ -1,9 +1,11 @@
 """The ``argparse`` types that the command-line tools (``hf-effattn`` and the ``finetune/`` scripts) share: counts,
-percentages and probabilities, each refusing a bad value with a message that says what was expected."""
+percentages and probabilities, Hub ids, each refusing a bad value with a message that says what was expected."""
 
 from __future__ import annotations
 
 import argparse
+
+from .hub_or_local import check_hub_id
 
 
 def bounded_int(minimum: int):
@@ -42,3 +44,12 @@ def open_interval(low: float, high: float, what: str):
 
 percentage = open_interval(0, 100, "a percentage")
 probability = open_interval(0, 1, "a probability")
+
+
+def hub_id(text: str) -> str:
+    """An ``argparse`` type: a Hub model id (:func:`~hf_effattn.hub_or_local.check_hub_id`)."""
+    try:
+        check_hub_id(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text

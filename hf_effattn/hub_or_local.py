@@ -1,7 +1,8 @@
 """A name that a command reads, a Hub id or a local file or folder: whether the Hub is offline
 (:func:`hub_offline`), and a local folder that does not exist refused with the closest entries of its parent
 (:func:`check_found`), rather than sent to the Hub, whose complaint would be about the id's form or a failed
-connection. ``hf-effattn convert`` and the fine-tuning scripts check their inputs with it before anything loads."""
+connection; offline, a Hub id the cache lacks refused with the download that fills it; a file refused for the folder
+that holds it. ``hf-effattn convert`` and the fine-tuning scripts check their inputs with it before anything loads."""
 
 from __future__ import annotations
 
@@ -21,19 +22,37 @@ def hub_offline() -> bool:
     return constants.HF_HUB_OFFLINE or os.environ.get("HF_HUB_OFFLINE", "").lower() in TRUE_VALUES
 
 
-def check_found(checkpoint, what: str = "Checkpoint folder", hub_cache: bool = True) -> None:
+def check_found(name, what: str = "Checkpoint", hub_cache: bool = True) -> None:
     """Raise ``FileNotFoundError`` for a local folder that does not exist, rather than sending its name to the Hub
     (whose complaint would be about the id's form, or a failed connection): a name that cannot be a Hub id (``./model``,
     ``/data/model``), one inside a local folder that exists (``outputs/run1``), and, offline (``HF_HUB_OFFLINE``),
-    one of a model that the Hub cache lacks (``hub_cache``; datasets keep a cache of their own). The message names
-    the closest entries of the folder it would be in."""
-    path = Path(checkpoint)
-    offline = hub_cache and missing_offline(str(checkpoint))
+    one of a model that the Hub cache lacks (``hub_cache``; datasets keep a cache of their own): the message names the
+    closest entries of the folder it would be in, and offline the download that fills the cache. Raise
+    ``NotADirectoryError`` for a file (``model/config.json``), which Transformers would try to read as a config or as
+    weights. ``what``: what the name is (``Checkpoint``, ``Tokenizer``, ...)."""
+    path = Path(name)
+    if path.is_file():
+        raise NotADirectoryError(f"{what} {name} is a file, not a folder: give the folder that holds it (did you mean "
+                                 f"{path.parent}?), or a Hub id.")
+    offline = hub_cache and missing_offline(str(name))
     if path.exists() or not (looks_local(path) or offline):
         return
-    note = " (HF_HUB_OFFLINE is set, and the Hub cache has no such id)" if offline else ""
-    raise FileNotFoundError(f"{what} {checkpoint} not found{closest_entries(path)}: give an existing folder, or a Hub "
-                            f"id such as FacebookAI/roberta-base{note}.")
+    if offline:
+        raise FileNotFoundError(f"{what} {name} is neither a local folder{closest_entries(path)} nor in the Hub cache, "
+                                f"and HF_HUB_OFFLINE is set: download it while online first (hf download {name}), or "
+                                "give an existing folder.")
+    raise FileNotFoundError(f"{what} folder {name} not found{closest_entries(path)}: give an existing folder, or a Hub "
+                            "id such as FacebookAI/roberta-base.")
+
+
+def check_hub_id(name: str | None) -> None:
+    """Raise ``ValueError`` unless ``name`` (when given) has the form of a Hub model id, ``user/name`` or ``name``."""
+    if name is None:
+        return
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        raise ValueError(f"{name!r} is not a Hub id: give one such as sentence-transformers/all-MiniLM-L6-v2.") from None
 
 
 def looks_local(path: Path) -> bool:

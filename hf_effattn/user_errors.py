@@ -32,29 +32,44 @@ def one_line(error: BaseException) -> str:
     return " ".join(str(error).split()) or type(error).__name__
 
 
+def command_name() -> str:
+    """How the running command is typed: ``python -m hf_effattn.finetuning.masked_lm`` for a module of this package
+    run with ``-m`` (also under ``accelerate launch -m``), else the script's file name (``run_mlm.py``)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    if spec is not None and spec.name.startswith("hf_effattn."):
+        return f"python -m {spec.name}"
+    return Path(sys.argv[0]).name
+
+
 @contextlib.contextmanager
 def user_errors_reported(prog: str | None = None, debug: bool = False):
     """Inside the block, a user error (:data:`USER_ERRORS`) prints ``PROG: error: MESSAGE`` on stderr and
     exits with status 2, as ``argparse`` does for a bad option; with ``debug`` or ``HF_EFFATTN_DEBUG`` it
-    propagates with its traceback. ``prog`` defaults to the script's name."""
+    propagates with its traceback. ``prog`` defaults to the command's name (:func:`command_name`)."""
     try:
         yield
     except USER_ERRORS as error:
         if debug or debugging():
             raise
-        print(f"{prog or Path(sys.argv[0]).name}: error: {one_line(error)}", file=sys.stderr)
+        print(f"{prog or command_name()}: error: {one_line(error)}", file=sys.stderr)
         raise SystemExit(USAGE_STATUS) from None
 
 
 class OneLineParser(argparse.ArgumentParser):
     """An ``argparse`` parser whose errors (a bad or missing option) are one line, as the user errors of
-    :func:`user_errors_reported` are, naming ``--help`` instead of printing the whole usage; exit status 2."""
+    :func:`user_errors_reported` are, naming ``--help`` instead of printing the whole usage; exit status 2. Its
+    ``prog`` defaults to the command's name (:func:`command_name`)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("prog", command_name())
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str):
         self.exit(USAGE_STATUS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
 def run_script(main) -> None:
-    """The ``if __name__ == "__main__"`` of a ``finetune/`` script: ``main()`` with user errors reported."""
+    """The ``if __name__ == "__main__"`` of a ``finetune/`` script or of the package module it runs (``python -m``):
+    ``main()`` with user errors reported."""
     with user_errors_reported():
         main()

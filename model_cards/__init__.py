@@ -11,9 +11,9 @@ if __name__ != "hf_effattn.model_cards":
     )
 
 from .card import (  # noqa: E402 (after the check above)
-    IMAGE_CLASSIFICATION, TEMPLATE_PATH, TEXT_CLASSIFICATION, CardContent, CardKind, License, card_license,
-    card_writer, converted_kind, render_model_card, write_model_card,
+    IMAGE_CLASSIFICATION, TEMPLATE_PATH, TEXT_CLASSIFICATION, CardContent, CardKind, License, card_base_model,
+    card_license, card_writer, converted_kind, render_model_card, write_model_card,
 )
 
 __all__ = ["CardContent", "CardKind", "IMAGE_CLASSIFICATION", "License", "TEMPLATE_PATH", "TEXT_CLASSIFICATION",
-           "card_license", "card_writer", "converted_kind", "render_model_card", "write_model_card"]
+           "card_base_model", "card_license", "card_writer", "converted_kind", "render_model_card", "write_model_card"]

@@ -24,6 +24,7 @@ from ..modeling.kernel_attention import KernelAttention
 from ..modeling.pretrained import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
+from ..sentence_transformers_folder import SentenceEmbedding
 from ..user_errors import one_line
 from ..version import __version__
 
@@ -108,6 +109,22 @@ def source_license(checkpoint: str) -> str | None:
     """The ``license`` that the card of ``checkpoint`` states in its metadata: the YAML front matter of a local
     folder's ``README.md``, or the Hub card of a Hub id (through ``huggingface_hub.ModelCard``). ``None`` when it
     states none, for a preset (no source), or when the card cannot be read (logged)."""
+    return one_name(source_card_field(checkpoint, "license", "licence"))
+
+
+def card_base_model(checkpoint: str, given: str | None = None) -> str | None:
+    """The Hub id of the model that a model made from ``checkpoint`` derives from, for the card's ``base_model``:
+    ``given`` (``--base_model``), else ``checkpoint`` itself when it is a Hub id, else the ``base_model`` that the
+    card of the local folder ``checkpoint`` declares (that of a folder this package wrote names its own source);
+    ``None`` when none is known (a preset, a local folder whose card declares none)."""
+    if given or is_hub_id(checkpoint):
+        return given or checkpoint
+    return one_name(source_card_field(checkpoint, "base_model", "base model"))
+
+
+def source_card_field(checkpoint: str, field_name: str, what: str):
+    """The value of ``field_name`` in the metadata of the card of ``checkpoint`` (see :func:`source_license`); ``None``
+    when it has none, for a preset, or when the card cannot be read (logged, naming ``what`` as unknown)."""
     from huggingface_hub import ModelCard
 
     if checkpoint in list_models():
@@ -118,10 +135,15 @@ def source_license(checkpoint: str) -> str | None:
     try:
         card = ModelCard.load(folder / "README.md" if folder.is_dir() else checkpoint)
     except (OSError, ValueError) as error:
-        logger.warning(f"Could not read the model card of {checkpoint} ({one_line(error)}): its licence is unknown.")
+        logger.warning(f"Could not read the model card of {checkpoint} ({one_line(error)}): its {what} is unknown.")
         return None
-    name = card.data.license
-    return name if isinstance(name, str) and name else None
+    return getattr(card.data, field_name, None)
+
+
+def one_name(value) -> str | None:
+    """A metadata value that names one thing (a string, or a list of one), else ``None``."""
+    value = value[0] if isinstance(value, list) and len(value) == 1 else value
+    return value if isinstance(value, str) and value else None
 
 
 @dataclass
@@ -147,11 +169,20 @@ class CardContent:
     license: License = License(None)
     # With a local window or blocks beside the mechanism: each layer's learned weight of its part (gate), per head.
     window_weights: list[list[float]] | None = None
+    # The Hub id of what the model derives from (card_base_model): by default base_model's, when that is a Hub id.
+    base_model_id: str | None = None
+    # The folder's sentence-transformers pipeline (pooling, normalisation), when it is a sentence-transformers model.
+    sentence_embedding: SentenceEmbedding | None = None
+
+    def __post_init__(self):
+        if self.base_model_id is None and is_hub_id(self.base_model):
+            self.base_model_id = self.base_model
 
 
 def is_hub_id(name: str | None) -> bool:
-    """Whether ``name`` reads as a Hub repository id rather than a local path."""
-    return bool(name) and not Path(name).exists() and name.count("/") <= 1 and not name.startswith((".", "/"))
+    """Whether ``name`` reads as a Hub repository id rather than a local path or a preset."""
+    return (bool(name) and not Path(name).exists() and name.count("/") <= 1 and not name.startswith((".", "/"))
+            and name not in list_models())
 
 
 def card_data(content: CardContent):
@@ -164,19 +195,28 @@ def card_data(content: CardContent):
                    dataset_config=content.dataset_config, dataset_split=split, metric_type=metric, metric_value=value)
         for split, metrics in content.results.items() for metric, value in metrics.items()
     ] if dataset else []
+    sentence_transformers = content.sentence_embedding is not None
     return ModelCardData(
         license=content.license.name or "other",
-        library_name="peft" if content.lora else "transformers",
-        pipeline_tag=content.kind.pipeline_tag,
+        library_name="peft" if content.lora else "sentence-transformers" if sentence_transformers else "transformers",
+        pipeline_tag=pipeline_tag(content),
         tags=["hf_effattn", "efficient-attention", content.attention_type, content.kind.architecture_tag,
-              "custom_code", *content.extra_tags],
+              "custom_code", *(["sentence-transformers"] if sentence_transformers else []), *content.extra_tags],
         datasets=[dataset] if dataset else None,
         metrics=sorted({metric for metrics in content.results.values() for metric in metrics} - {"combined_score"})
         or None,
-        base_model=content.base_model if is_hub_id(content.base_model) else None,
+        base_model=content.base_model_id,
         model_name=content.repo_id,
         eval_results=eval_results or None,
     )
+
+
+def pipeline_tag(content: CardContent) -> str | None:
+    """The Hub's pipeline tag: the head's, but ``sentence-similarity`` for the encoder of a sentence-transformers
+    folder, as sentence-transformers tags its models."""
+    if content.sentence_embedding is not None and content.kind.pipeline_tag == "feature-extraction":
+        return "sentence-similarity"
+    return content.kind.pipeline_tag
 
 
 def purpose_sentence(content: CardContent) -> str:
@@ -207,7 +247,7 @@ def paper_reference(description: dict) -> str:
 
 def license_sentence(content: CardContent) -> str:
     """Where the card's licence comes from, or, where it is unknown, what to do."""
-    name, base = content.license.name, base_name(content.base_model)
+    name, base = content.license.name, base_name(content)
     if name and content.license.given:
         return f"`{name}`, as given when the model was written."
     if name:
@@ -218,11 +258,11 @@ def license_sentence(content: CardContent) -> str:
             "before using or sharing it, and set the licence with `--license` (Python: `license=`).")
 
 
-def base_name(base_model: str) -> str:
-    """The source checkpoint as a card names it: a Hub link, or the local folder's name."""
-    if is_hub_id(base_model):
-        return f"[{base_model}](https://huggingface.co/{base_model})"
-    return f"`{Path(base_model).name}`"
+def base_name(content: CardContent) -> str:
+    """The source checkpoint as a card names it: a Hub link to its id, or the local folder's name."""
+    if content.base_model_id:
+        return f"[{content.base_model_id}](https://huggingface.co/{content.base_model_id})"
+    return f"`{Path(content.base_model).name}`"
 
 
 def limitations(content: CardContent) -> list[str]:
@@ -232,7 +272,7 @@ def limitations(content: CardContent) -> list[str]:
         notes.append(f"The model was trained from scratch (preset `{content.base_model}`, random weights) on the "
                      f"fine-tuning data only ({dataset_sentence(content)}), with no pretraining.")
     elif content.attention_type not in SOFTMAX_IMPLEMENTATIONS:  # the checkpoint's own attention: nothing new
-        base = f"`{Path(content.base_model).name}`" if not is_hub_id(content.base_model) else content.base_model
+        base = content.base_model_id or f"`{Path(content.base_model).name}`"
         origin = f"The `{content.attention_type}` attention was not part of {base}'s pretraining: its new parameters"
         if content.results:
             trained = ("were first trained by attention transfer to imitate the original softmax attention (above), "
@@ -243,11 +283,52 @@ def limitations(content: CardContent) -> list[str]:
                          "model before relying on its outputs.")
         else:
             notes.append(f"{origin} are untrained: fine-tune the model before relying on its outputs.")
+    if content.base_model_id is None and content.base_model not in list_models():
+        notes.append(f"The card does not link the source on the Hub: `{Path(content.base_model).name}` is a local "
+                     "folder whose card declares no `base_model`. Name its Hub id with `--base_model` (Python: "
+                     "`base_model=`) when you write the folder.")
     notes.append(
         f"The remote code needs Transformers {SUPPORTED_TRANSFORMERS} and PyTorch {SUPPORTED_TORCH}. On Transformers "
         "4 it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
         "earlier, with a `FileNotFoundError` in `transformers_modules`).")
     return notes
+
+
+SENTENCES = '["A first sentence.", "A second one."]'  # what the card's sentence-embedding snippets encode
+POOLING_CODE = {  # a pooling mode -> the code that computes it from `tokens` [B, N, C] and `mask` [B, N, 1]
+    "mean": "embeddings = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # the mean over the real tokens",
+    "cls": "embeddings = tokens[:, 0]  # the first token's",
+    "max": "embeddings = tokens.masked_fill(mask == 0, -1e9).max(1).values  # the maximum over the real tokens",
+}
+
+
+def sentence_transformers_code(repo_id: str) -> str:
+    """How a sentence-transformers folder computes sentence embeddings with sentence-transformers."""
+    return ("from sentence_transformers import SentenceTransformer\n\n"
+            f'encoder = SentenceTransformer("{repo_id}", trust_remote_code=True)\n'
+            f"embeddings = encoder.encode({SENTENCES})\n")
+
+
+def transformers_embedding_code(repo_id: str, embedding: SentenceEmbedding) -> str | None:
+    """The same embeddings as the folder's sentence-transformers modules, with Transformers alone: the tokenizer
+    truncating at ``max_seq_length``, the pooling, the normalisation. ``None`` where the modules do more than
+    Transformers alone reproduces here (another pooling, a dense layer, lower-casing)."""
+    if embedding.pooling is None:
+        return None
+    length = f", max_length={embedding.max_seq_length}" if embedding.max_seq_length else ""
+    lines = [
+        "import torch", "from transformers import AutoModel, AutoTokenizer", "",
+        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)',
+        f'model = AutoModel.from_pretrained("{repo_id}", trust_remote_code=True).eval()',
+        f'inputs = tokenizer({SENTENCES}, padding=True, truncation=True{length}, return_tensors="pt")',
+        "with torch.no_grad():",
+        "    tokens = model(**inputs).last_hidden_state  # [sentences, tokens, width]",
+        'mask = inputs["attention_mask"].unsqueeze(-1).to(tokens.dtype)  # [sentences, tokens, 1]: 1 at real tokens',
+        POOLING_CODE[embedding.pooling],
+    ]
+    if embedding.normalize:
+        lines.append("embeddings = torch.nn.functional.normalize(embeddings, dim=-1)  # unit length")
+    return "\n".join(lines) + "\n"
 
 
 def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE_PATH):
@@ -268,7 +349,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         template_path=str(template_path),
         model_name=content.repo_id.split("/")[-1],
         repo_id=content.repo_id,
-        base_model_sentence=f"This model is {base_name(content.base_model)}",
+        base_model_sentence=f"This model is {base_name(content)}",
         purpose_sentence=purpose_sentence(content),
         attention_type=content.attention_type,
         attention_config=json.dumps(content.attention_config),
@@ -293,6 +374,10 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,
+        sentence_embedding=content.sentence_embedding,
+        sentence_transformers_code=sentence_transformers_code(content.repo_id),
+        transformers_embedding_code=content.sentence_embedding and transformers_embedding_code(
+            content.repo_id, content.sentence_embedding),
         limitations=limitations(content),
         license_sentence=license_sentence(content),
         versions={"hf_effattn": __version__, "Transformers": transformers.__version__,

@@ -40,10 +40,11 @@ from typing import Any, ClassVar
 from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
-from .attentions import EfficientAttention, build_settings
+from .attentions import EfficientAttention, build_settings, get_attention_class, list_attentions
 from .configuration_effattn import EffAttnConfigMixin
 from .local_window import LocalPart
 from .position_extension import extend_positions
+from .remote_code_files import trim_remote_code
 
 logger = logging.get_logger(__name__)
 
@@ -229,13 +230,31 @@ class EffAttnPreTrainedModel(PreTrainedModel):
 
     def save_pretrained(self, save_directory, *args, save_original_format: bool = False, **kwargs):
         """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head
-        of the family, and the weights saved under this model's names (``save_original_format=False``): never
-        renamed back to those of the checkpoint the model was converted from."""
+        of the family, the weights saved under this model's names (``save_original_format=False``): never
+        renamed back to those of the checkpoint the model was converted from, and the remote code trimmed to the
+        files this model runs (:meth:`trim_remote_code`)."""
         self.config.auto_map = {
             "AutoConfig": qualified_name(type(self.config)),
             **{auto: qualified_name(model_class) for auto, model_class in self.auto_classes.items()},
         }
-        return super().save_pretrained(save_directory, *args, save_original_format=save_original_format, **kwargs)
+        result = super().save_pretrained(save_directory, *args, save_original_format=save_original_format, **kwargs)
+        if kwargs.get("is_main_process", True):
+            self.trim_remote_code(save_directory)
+        return result
+
+    def trim_remote_code(self, folder) -> list[str]:
+        """Remove from ``folder`` the remote-code files of the mechanisms this model does not run
+        (:mod:`.remote_code_files`): it keeps its own and softmax, which its config class's defaults name (Transformers
+        builds a default config when it saves one). Returns the removed files' names."""
+        modules = {name: get_attention_class(name).__module__.rsplit(".", 1)[-1] for name in list_attentions()}
+        kept = {modules[self.config.attention_type], modules[type(self.config).attention_type]}
+        entries = {name.split(".")[0] for name in self.config.auto_map.values()}
+        return trim_remote_code(folder, entries, set(modules.values()) - kept)
+
+    def _upload_modified_files(self, working_dir, *args, **kwargs):
+        """``save_pretrained(..., push_to_hub=True)`` uploads the folder before it returns: trimmed first."""
+        self.trim_remote_code(working_dir)
+        return super()._upload_modified_files(working_dir, *args, **kwargs)
 
 
 def check_size_arguments(cls, kwargs: dict) -> None:

@@ -9,7 +9,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..argument_types import positive_int
+from ..argument_types import hub_id, positive_int
 from ..conversion.convert import convert
 from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
 from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
@@ -44,6 +44,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--license", default=None, metavar="ID",
                         help="the model card's licence, a Hub licence id such as apache-2.0 (default: the one the "
                              "checkpoint's card states, else 'other' with a note)")
+    parser.add_argument("--base_model", type=hub_id, default=None, metavar="ID",
+                        help="the checkpoint's Hub id, which the model card names and links as its base_model "
+                             "(default: the checkpoint's when it is a Hub id, else the base_model its card declares)")
     transfer = parser.add_argument_group("attention transfer (train the new attention to reproduce the checkpoint's)")
     transfer.add_argument("--transfer_data", default=None, metavar="SOURCE",
                           help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
@@ -114,7 +117,7 @@ def run(args) -> int:
                             ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
                             max_length=args.max_length, image_size=args.image_size,
                             overwrite_output_dir=args.overwrite_output_dir, license=args.license,
-                            output_transfer_report=True, **overrides)
+                            base_model=args.base_model, output_transfer_report=True, **overrides)
     if report is not None:
         print(report.format())
     print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "

@@ -164,8 +164,9 @@ def run(args: argparse.Namespace) -> int:
     quiet_libraries()
     size = QUICK if args.quick else FULL
     output_dir = Path(args.output_dir)
-    # Before anything trains (the fine-tuning run checks it again, against its inputs, all made by the demo).
-    check_output_folder(output_dir, [], args.overwrite_output_dir, resuming=False)
+    # Before anything trains, as a command that never continues a run (the demo has no --resume_from_checkpoint); the
+    # fine-tuning run checks it again, against its inputs, all made by the demo.
+    check_output_folder(output_dir, [], args.overwrite_output_dir)
     mechanisms = list(dict.fromkeys([args.attention, args.baseline]))
     print(f"Task: majority of markers. Three marker words (a0-a3 or b0-b3) hide among {size.length} random words; "
           f"the label is the group with two or three of them.\n{size.train_examples} training and "

@@ -4,11 +4,14 @@
     hf-effattn list psf                 # the mechanisms and presets whose names contain "psf"
     hf-effattn list "roberta-*/dba"     # a pattern (fnmatch wildcards) matches anywhere in a name too
     hf-effattn list --attentions        # mechanisms only
+
+A pattern that matches no name is refused (exit status 2) with the closest names, as a misspelt name would be.
 """
 
 from __future__ import annotations
 
 import argparse
+import difflib
 import fnmatch
 
 from ..modeling.attentions import describe_attention, list_attentions
@@ -47,6 +50,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     what.add_argument("--models", action="store_true", help="list the model presets only")
 
 
+def check_something_matches(args, sections: list[tuple[str, list[str]]]) -> None:
+    """Raise ``ValueError`` when no name that ``args`` lists matches its pattern (a typo, as a rule), naming the
+    closest names: the mechanisms', the architectures' and the presets'."""
+    if any(lines for _, lines in sections):
+        return
+    names = ([] if args.models else list_attentions()) + ([] if args.attentions else [*ARCHITECTURES, *list_models()])
+    close = difflib.get_close_matches(args.pattern.lower(), names, n=3, cutoff=0.5)
+    hint = f"did you mean {', '.join(close)}?" if close else "hf-effattn list without a pattern shows every name."
+    listed = "mechanism" if args.attentions else "preset" if args.models else "mechanism or preset"
+    raise ValueError(f"No {listed} name matches {args.pattern!r}: {hint}")
+
+
 def run(args) -> int:
     sections = []
     matching = "" if args.pattern == "*" else f" matching {args.pattern!r}"
@@ -54,6 +69,7 @@ def run(args) -> int:
         sections.append((f"Attention mechanisms{matching} (attention_type)", attention_lines(args.pattern)))
     if not args.attentions:
         sections.append((f"Model presets{matching} (hf_effattn.create_model)", model_lines(args.pattern)))
+    check_something_matches(args, sections)
     for title, lines in sections:
         print(f"{title}:\n" + "\n".join(f"  {line}" for line in lines or ["(none)"]))
     return 0

@@ -36,19 +36,18 @@ checkpoint's softmax attention (:mod:`hf_effattn.conversion.transfer`) on the te
 from __future__ import annotations
 
 import inspect
-import json
-import shutil
 from pathlib import Path
 
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
-from ..hub_or_local import check_found
+from ..hub_or_local import check_found, check_hub_id
 from ..hybrid_parts import mechanism_weights
-from ..model_cards import CardContent, card_license, converted_kind, write_model_card
+from ..model_cards import CardContent, card_base_model, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import pair
 from ..output_folders import Input, prepare_output_folder, written_into_place
+from ..sentence_transformers_folder import copy_sentence_transformers_modules, sentence_embedding
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
@@ -58,7 +57,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
             attention_config: dict | None = None, convert_attention: bool = False,
             ignore_mismatched_sizes: bool = False, transfer: dict | None = None, max_length: int | None = None,
             image_size: int | None = None, overwrite_output_dir: bool = False, license: str | None = None,
-            output_transfer_report: bool = False, **config_overrides):
+            base_model: str | None = None, output_transfer_report: bool = False, **config_overrides):
     """Load ``checkpoint`` with ``attention_type``, save it Hub-ready into ``output_dir``; return the model, or with
     ``output_transfer_report=True`` the tuple ``(model, report)``: the :class:`~hf_effattn.TransferReport` of the
     attention transfer (``None`` without one), as ``from_pretrained(..., output_loading_info=True)`` returns its
@@ -91,8 +90,12 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
 
     ``license``: the model card's licence (default: the one the checkpoint's card states; ``other``, with a note,
     where it states none).
+
+    ``base_model``: the Hub id of the checkpoint, for the model card's ``base_model`` and its link (default: the
+    checkpoint's, when it is a Hub id, else the ``base_model`` that a local folder's card declares).
     """
     check_found(checkpoint)
+    check_hub_id(base_model)
     inputs = [Input("checkpoint", None, checkpoint),
               Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
     prepare_output_folder(output_dir, inputs, overwrite_output_dir)
@@ -125,11 +128,11 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     with written_into_place(output_dir) as folder:
         model.save_pretrained(folder)
         save_preprocessor(processor, family, folder, model.config if extension else None)
-        save_sentence_transformers_modules(checkpoint, folder, model.config if extension else None)
+        copy_sentence_transformers_modules(checkpoint, folder, model.config.attention_max_length if extension else None)
         if report is not None:
             report.save(folder)
         write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
-                   extension, mechanism_weights(model) or None)
+                   extension, mechanism_weights(model) or None, base_model)
     return (model, report) if output_transfer_report else model
 
 
@@ -202,9 +205,10 @@ def split_transfer(transfer: dict) -> tuple[dict, dict]:
 
 def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, config, report,
                license: str | None = None, extension: dict | None = None,
-               window_weights: list[list[float]] | None = None) -> None:
-    """The folder's model card: the mechanism, the source checkpoint, its licence, an extension of its input size,
-    the learned weights beside a local window and, after a transfer, its report."""
+               window_weights: list[list[float]] | None = None, base_model: str | None = None) -> None:
+    """The folder's model card: the mechanism, the source checkpoint (its Hub id ``base_model``, if given), its
+    licence, an extension of its input size, the learned weights beside a local window, after a transfer its report,
+    and the folder's sentence-transformers pipeline."""
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
@@ -214,7 +218,8 @@ def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, co
         attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
         transfer=report.to_dict() if report else None, license=card_license(checkpoint, license),
-        extension=extension, window_weights=window_weights,
+        extension=extension, window_weights=window_weights, base_model_id=card_base_model(checkpoint, base_model),
+        sentence_embedding=sentence_embedding(folder),
     ))
 
 
@@ -271,36 +276,3 @@ def size_image_processor(processor, config) -> None:
 
 
 PREPROCESSOR_SIZES = {"text": size_tokenizer, "vision": size_image_processor}  # family -> sizes a preprocessor
-
-
-SENTENCE_TRANSFORMERS_FILES = ("modules.json", "sentence_bert_config.json", "config_sentence_transformers.json")
-
-
-def save_sentence_transformers_modules(checkpoint: str, output_dir, extended_config=None) -> None:
-    """Copy a sentence-transformers checkpoint's module list and settings, and the folders of the modules after
-    the transformer (pooling, normalisation, dense layers), so that ``SentenceTransformer(output_dir,
-    trust_remote_code=True)`` loads the converted model. The transformer module itself is the converted model, in
-    the folder's root. For a model extended to more positions (``extended_config``), the transformer module's
-    ``max_seq_length`` (``sentence_bert_config.json``) becomes the model's maximum length, as the tokenizer's does."""
-    modules_file = cached_file(checkpoint, "modules.json", _raise_exceptions_for_missing_entries=False)
-    if modules_file is None:
-        return
-    folders = [module["path"] for module in json.loads(Path(modules_file).read_text()) if module["path"]]
-    if Path(checkpoint).is_dir():
-        root = Path(checkpoint)
-    else:
-        from huggingface_hub import snapshot_download
-
-        patterns = [*SENTENCE_TRANSFORMERS_FILES, *(f"{folder}/*" for folder in folders)]
-        root = Path(snapshot_download(checkpoint, allow_patterns=patterns))
-    for name in SENTENCE_TRANSFORMERS_FILES:
-        if (root / name).is_file():
-            shutil.copyfile(root / name, Path(output_dir) / name)
-    settings = Path(output_dir) / "sentence_bert_config.json"
-    if extended_config is not None and settings.is_file():
-        values = json.loads(settings.read_text())
-        settings.write_text(json.dumps({**values, "max_seq_length": extended_config.attention_max_length}, indent=2))
-    folders = [folder for folder in folders if (root / folder).is_dir()]  # Normalize, for one, saves no files
-    for folder in folders:
-        shutil.copytree(root / folder, Path(output_dir) / folder, dirs_exist_ok=True)
-    logger.info(f"Copied the sentence-transformers modules of {checkpoint} ({', '.join(folders) or 'none'}).")

@@ -8,7 +8,7 @@ import argparse
 import json
 from pathlib import Path
 
-from ..argument_types import non_negative_int, positive_int
+from ..argument_types import hub_id, non_negative_int, positive_int
 from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
 from ..output_folders import Input
 from ..user_errors import OneLineParser
@@ -71,6 +71,9 @@ def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) 
     group.add_argument("--license", default=None, metavar="ID",
                        help="The model card's licence, a Hub licence id such as apache-2.0 (default: the one the "
                             "checkpoint's card states, else 'other' with a note).")
+    group.add_argument("--base_model", type=hub_id, default=None, metavar="ID",
+                       help="The checkpoint's Hub id, which the model card names and links as its base_model "
+                            "(default: the checkpoint's when it is a Hub id, else the base_model its card declares).")
     group.add_argument("--attention_transfer_steps", type=non_negative_int, default=0,
                        help="Before fine-tuning, train the new attention for this many steps to reproduce the "
                             "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")

@@ -1,5 +1,8 @@
 """Masked-LM continued pretraining (Transformers' ``run_mlm_no_trainer.py``, with this package's loop): what
-``finetune/run_mlm.py`` runs, and a library call, :func:`main` (``argv`` -> the run's ``TrainingOutcome``).
+``finetune/run_mlm.py`` runs, and the same without a clone of the repository: ``python -m
+hf_effattn.finetuning.masked_lm`` (or ``accelerate launch -m hf_effattn.finetuning.masked_lm``) with the script's
+options; from Python, :func:`main` (a command line) or :func:`train` (the options as keyword arguments), each
+returning the run's ``TrainingOutcome``.
 
 The model is ``EffAttnRobertaForMaskedLM`` from a RoBERTa/BERT checkpoint (its attention swapped for
 ``--attention_type``, its positions extended to ``--max_length`` tokens) or from one of this package's text folders.
@@ -26,6 +29,7 @@ import torch.nn.functional as F
 from ..argument_types import positive_int
 from ..model_cards import CardKind
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
+from ..user_errors import run_script
 from .loop import Finetuner
 from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data
 from .models import config_of_checkpoint, is_preset, load_tokenizer
@@ -237,8 +241,15 @@ build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args
 
 
+train = RECIPE.train
+
+
 def main(argv: list[str] | None = None):
     """Run ``run_mlm.py`` with the options ``argv`` (default: the command line); returns the ``TrainingOutcome``:
     ``outcome.final_metrics["validation"]`` holds ``loss`` and ``perplexity``, ``outcome.finished`` says whether
     the run reached its last step (else it paused at ``--stop_after_steps``)."""
     return RECIPE.main(argv)
+
+
+if __name__ == "__main__":  # python -m / accelerate launch -m hf_effattn.finetuning.masked_lm
+    run_script(main)

@@ -1,6 +1,8 @@
 """A whole fine-tuning run: optionally transfer the checkpoint's softmax attention into the new one, train with
 the Accelerate loop (the whole model, or a LoRA adapter with ``--lora_r``), then write the Hub-ready folder
-(model, tokenizer or image processor, results, model card) and push it when asked.
+(model, tokenizer or image processor, a sentence-transformers checkpoint's modules, results, model card) and push it
+when asked. A :class:`Recipe` is a script: :meth:`Recipe.main` takes its command line, :meth:`Recipe.train` the same
+options as keyword arguments.
 
 What a run refuses comes first, each check before anything it does not need: inputs named as local folders that
 do not exist, the options against the model's config (:attr:`Recipe.check_options`: no weights or data loaded),
@@ -21,8 +23,12 @@ from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
 from ..hub_or_local import check_found
 from ..hybrid_parts import has_hybrid_layers, mechanism_weights
-from ..model_cards import CardContent, CardKind, card_license, card_writer
+from ..keyword_options import errors_raised, keyword_argv
+from ..model_cards import CardContent, CardKind, card_base_model, card_license, card_writer
 from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
+from ..sentence_transformers_folder import (
+    copy_sentence_transformers_modules, sentence_embedding, warn_modules_not_carried,
+)
 from ..window_options import with_window_settings
 from .arguments import build_parser, run_inputs
 from .checkpoints import check_resumable, read_state, remove_unfinished_saves, resolve_checkpoint
@@ -38,8 +44,8 @@ logger = logging.getLogger(__name__)
 # Options of some scripts that a model card reports when they are set.
 TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "mlm_probability", "new_mlm_head",
                  "train_head_only", "gradient_checkpointing")
-HUB_OR_LOCAL_OPTIONS = {"model_name_or_path": "Checkpoint folder", "tokenizer_name": "Tokenizer folder",
-                        "image_processor_name": "Image processor folder", "dataset_name": "Dataset folder"}
+HUB_OR_LOCAL_OPTIONS = {"model_name_or_path": "Checkpoint", "tokenizer_name": "Tokenizer",
+                        "image_processor_name": "Image processor", "dataset_name": "Dataset"}
 
 
 @dataclass(frozen=True)
@@ -61,18 +67,31 @@ class Recipe:
         """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""
         return build_parser(self.description, self.add_data_arguments, self.processor_option)
 
-    def parse_args(self, argv: list[str] | None = None):
-        args = self.build_parser().parse_args(argv)
+    def parse_args(self, argv: list[str] | None = None, parser=None):
+        """The options of ``argv`` (default: the command line), read by ``parser`` (default: the script's)."""
+        args = (parser or self.build_parser()).parse_args(argv)
         args.attention_config = with_window_settings(args.attention_config, args)
         return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:
-        """Parse and check the options, prepare the output folder, then :meth:`run`; returns the outcome. A run that
-        fails before its output folder is in place leaves the folder as it was."""
-        args = self.parse_args(argv)
+        """The script: the options ``argv`` (default: the command line), then :meth:`start`."""
+        return self.start(self.parse_args(argv))
+
+    def train(self, **options) -> TrainingOutcome:
+        """The script as a library call: its options as keyword arguments, named as on the command line without the
+        dashes (``train(model_name_or_path="roberta-base-dba", train_file="train.csv", max_train_steps=100,
+        output_dir="out")``), checked as the command line checks them (a bad one raises ``ValueError``, an unknown
+        one ``TypeError``); then :meth:`start`."""
+        parser = self.build_parser()
+        return self.start(self.parse_args(keyword_argv(parser, options), errors_raised(parser)))
+
+    def start(self, args) -> TrainingOutcome:
+        """Check the options, prepare the output folder, then :meth:`run`; returns the outcome. A run that fails
+        before its output folder is in place leaves the folder as it was."""
         check_inputs_found(args)
         check_lora_arguments(args)
         self.check_options(args)
+        announce_modules_not_carried(args)
         accelerator = create_accelerator(args)
         folder = prepare_output_folder(args, accelerator)
         project = accelerator.project_configuration  # trackers write where the run writes
@@ -92,7 +111,7 @@ class Recipe:
             data = self.prepare_data(args, processor)
         if model is None:
             model = self.load_model(args, data.labels)
-        fit_tokenizer(processor, model.config)
+        fit_tokenizer(args, processor, model.config)
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
                                       accelerator.is_main_process, resuming=checkpoint is not None,
                                       folder=folder.path)
@@ -108,6 +127,25 @@ def check_inputs_found(args) -> None:
         value = getattr(args, option, None)
         if value and not is_preset(value):
             check_found(value, what, hub_cache=option != "dataset_name")
+
+
+def announce_modules_not_carried(args) -> None:
+    """A LoRA run writes an adapter and its base, not a model that sentence-transformers loads: say so, before
+    training, of a sentence-transformers checkpoint (the other runs keep its modules, :func:`copy_source_modules`)."""
+    if args.lora_r is not None and not is_preset(args.model_name_or_path):
+        warn_modules_not_carried(args.model_name_or_path, "--lora_r writes a LoRA adapter and its base (base_model/), "
+                                 "which SentenceTransformer does not load; train without --lora_r to keep them.")
+
+
+def copy_source_modules(args, model, folder) -> None:
+    """The sentence-transformers modules of the checkpoint the run started from, if any, into ``folder`` (with
+    ``max_seq_length`` following positions the run extended); none for a preset, nor for a LoRA adapter's folder
+    (:func:`announce_modules_not_carried`)."""
+    if is_preset(args.model_name_or_path) or is_peft_model(model):
+        return
+    extended = getattr(args, "position_extension", None)
+    copy_sentence_transformers_modules(args.model_name_or_path, folder,
+                                       model.config.attention_max_length if extended else None)
 
 
 def prepare_output_folder(args, processes) -> OutputFolder:
@@ -137,13 +175,13 @@ def resumed_checkpoint(args, accelerator) -> Path | None:
     return checkpoint
 
 
-def fit_tokenizer(processor, config) -> None:
-    """A tokenizer that truncates below the longest input the model takes (its positions extended, e.g. by
-    ``run_mlm.py --max_length``) is sized to the model, as ``hf-effattn convert --max_length`` sizes it: the saved
-    folder's ``tokenizer(..., truncation=True)`` then gives what the model takes. Image processors are left as
-    they are."""
+def fit_tokenizer(args, processor, config) -> None:
+    """After the run extended the model's positions (``run_mlm.py --max_length``), a tokenizer that truncates below
+    the model's new length is sized to it, as ``hf-effattn convert --max_length`` sizes it: the saved folder's
+    ``tokenizer(..., truncation=True)`` then gives what the model takes. A tokenizer is otherwise left as it is (its
+    length is a sentence-transformers folder's ``max_seq_length``), and so are image processors."""
     length = getattr(processor, "model_max_length", None)
-    if length is not None and length < config.attention_max_length:
+    if getattr(args, "position_extension", None) and length is not None and length < config.attention_max_length:
         size_tokenizer(processor, config)
 
 
@@ -257,6 +295,8 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         license=card_license(args.model_name_or_path, args.license),
         extension=getattr(args, "position_extension", None),  # set by a script that extends the model as it loads
         window_weights=mechanism_weights(unwrapped) or None,
+        base_model_id=card_base_model(args.model_name_or_path, args.base_model),
+        sentence_embedding=sentence_embedding(args.output_dir),
     )
 
 
@@ -267,6 +307,7 @@ def publish(args, accelerator, model, processor, data, outcome: TrainingOutcome,
     with ``--push_to_hub``."""
     save_model_folder(accelerator, model, processor, folder.path, final_folder=folder.final)
     if accelerator.is_main_process:
+        copy_source_modules(args, accelerator.unwrap_model(model), folder.path)
         results = {"eval": outcome.final_metrics, "best_metric": outcome.state.best_metric,
                    "best_step": outcome.state.best_step, "history": outcome.state.history}
         (folder.path / RESULTS_FILE).write_text(json.dumps(results, indent=2))

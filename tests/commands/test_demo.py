@@ -1,11 +1,14 @@
 """``hf-effattn demo --quick``: trains two mechanisms on the built-in task, writes a Hub-ready folder, and
 reloads it as remote code in a process without the package."""
 
+import argparse
 import json
+import re
 
 import pytest
 from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 
+from hf_effattn.commands import demo
 from hf_effattn.commands.main import main
 
 
@@ -28,8 +31,12 @@ def test_demo_with_another_mechanism_and_the_same_baseline_replaces_an_earlier_r
         main(argv)
     assert exit.value.code == 2
     out, error = capsys.readouterr()
-    assert error.startswith("hf-effattn demo: error: --output_dir") and "holds a finished run" in error
-    assert "pass --overwrite_output_dir" in error and error.count("\n") == 1
+    assert error == (f"hf-effattn demo: error: --output_dir {tmp_path} is not empty: pass --overwrite_output_dir "
+                     "(overwrite_output_dir=True) to replace it whole, or choose another --output_dir.\n")
+    parser = argparse.ArgumentParser()
+    demo.add_arguments(parser)
+    demo_options = {option for action in parser._actions for option in action.option_strings}
+    assert set(re.findall(r"--\w+", error)) <= demo_options  # the fix it names is the demo's own
     assert "Fine-tuning with" not in out  # refused before anything trained
     assert main([*argv, "--overwrite_output_dir"]) == 0
     out = capsys.readouterr().out

@@ -44,7 +44,27 @@ def test_list_matches_parts_of_mechanism_and_preset_names(capsys):
         "lra-image/psf", "lra-listops/psf", "lra-pathfinder/psf", "lra-retrieval/psf", "lra-text/psf"]}
     assert listed(capsys, ["KERF", "--attentions"]) == {"Attention mechanisms matching 'KERF'": ["kerformer"]}
     assert listed(capsys, ["--attentions"]) == {"Attention mechanisms": hf_effattn.list_attentions()}
-    assert listed(capsys, ["nothing-like-this"])["Attention mechanisms matching 'nothing-like-this'"] == ["(none)"]
+    assert listed(capsys, ["roberta-base/"])["Attention mechanisms matching 'roberta-base/'"] == ["(none)"]
+
+
+@pytest.mark.parametrize("argv, listed_names", [
+    (["kerformr"], "mechanism or preset"), (["--models", "robrta-base"], "preset"), (["--attentions", "dbb"], "mechanism"),
+])
+def test_a_pattern_that_matches_nothing_is_refused_naming_the_closest_names_which_list(argv, listed_names, capsys):
+    with pytest.raises(SystemExit) as exit:
+        cli.main(["list", *argv])
+    error = capsys.readouterr().err
+    assert exit.value.code == 2 and error.count("\n") == 1
+    assert error.startswith(f"hf-effattn list: error: No {listed_names} name matches {argv[-1]!r}: did you mean ")
+    closest = error.split("did you mean ")[1].split(",")[0].rstrip("?\n")
+    sections = listed(capsys, [*argv[:-1], closest])  # the fix: the first name suggested
+    assert any(closest in name for names in sections.values() for name in names)
+
+
+def test_a_pattern_without_a_close_name_points_to_the_whole_list(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["list", "zzzzzz"])
+    assert capsys.readouterr().err.endswith("'zzzzzz': hf-effattn list without a pattern shows every name.\n")
 
 
 def test_version(capsys):
@@ -156,3 +176,44 @@ def test_converted_sentence_transformer_keeps_its_pooling_and_normalisation(tmp_
     expected = original.encode(sentences, convert_to_tensor=True)
     torch.testing.assert_close(converted.encode(sentences, convert_to_tensor=True), expected, atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(expected.norm(dim=-1), torch.ones(3))  # the normalisation is still there
+
+
+def refused_line(capsys, argv: list[str]) -> str:
+    """The one line ``hf-effattn ARGV`` prints when it refuses (exit status 2)."""
+    capsys.readouterr()  # what came before
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    error = capsys.readouterr().err
+    assert exit.value.code == 2 and error.count("\n") == 1, error
+    return error
+
+
+def test_a_file_given_as_the_checkpoint_is_refused_for_the_folder_that_holds_it(tmp_path, capsys):
+    save_source(transformers.RobertaModel, "roberta", tmp_path / "source")
+    error = refused_line(capsys, ["convert", str(tmp_path / "source" / "config.json"), "--output_dir",
+                                  str(tmp_path / "out")])
+    assert error == (f"hf-effattn convert: error: Checkpoint {tmp_path / 'source' / 'config.json'} is a file, not a "
+                     f"folder: give the folder that holds it (did you mean {tmp_path / 'source'}?), or a Hub id.\n")
+    assert not (tmp_path / "out").exists()
+    suggested = error.split("did you mean ")[1].split("?")[0]
+    assert cli.main(["convert", suggested, "--output_dir", str(tmp_path / "out")]) == 0
+
+
+def test_offline_a_hub_id_missing_from_the_cache_names_the_download_that_fills_it(tmp_path, capsys, monkeypatch):
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path / "hub"))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    argv = ["convert", "someone/tiny-roberta", "--attention_type", "dba", "--output_dir", str(tmp_path / "out")]
+    error = refused_line(capsys, argv)
+    assert error == ("hf-effattn convert: error: Checkpoint someone/tiny-roberta is neither a local folder nor in the "
+                     "Hub cache, and HF_HUB_OFFLINE is set: download it while online first (hf download "
+                     "someone/tiny-roberta), or give an existing folder.\n")
+    # What `hf download someone/tiny-roberta` leaves in the cache: a snapshot, and the ref naming it.
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    repository = tmp_path / "hub" / "models--someone--tiny-roberta"
+    save_source(transformers.RobertaModel, "roberta", repository / "snapshots" / commit)
+    (repository / "refs").mkdir()
+    (repository / "refs" / "main").write_text(commit)
+    assert cli.main(argv) == 0
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["attention_type"] == "dba"

@@ -233,6 +233,18 @@ def test_convert_with_transfer_reads_text_files(fmt, tmp_path, capsys):
     assert not torch.equal(saved_weights(out)[query], saved_weights(tiny_text_checkpoint())[query])
 
 
+def test_the_teachers_load_is_not_reported_as_a_second_conversion(tmp_path, caplog):
+    """The teacher of a masked-LM checkpoint is its bare encoder, whose pooler the checkpoint lacks: reading it is not
+    a conversion, so the only load report is the model's own (its new mechanism's parameters)."""
+    caplog.set_level("INFO")
+    conversion.convert(tiny_text_checkpoint(), "dba", tmp_path / "out",
+                       transfer={"data": write_texts(tmp_path, "txt"), "steps": 1})
+    reports = [record.getMessage() for record in caplog.records if "New parameters" in record.getMessage()]
+    assert len(reports) == 1 and reports[0].startswith("EffAttnRobertaForMaskedLM (attention_type='dba')")
+    assert "pooler" not in reports[0]
+    assert f"The softmax teacher: {tiny_text_checkpoint()}, read with its own attention (sdpa)." in caplog.messages
+
+
 def test_a_transferred_folder_loads_as_remote_code(tmp_path):
     out = tmp_path / "out"
     model, report = conversion.convert(tiny_text_checkpoint(), "psf", out, output_transfer_report=True,

@@ -235,15 +235,16 @@ def test_a_one_line_training_file_gets_its_own_message(tmp_path):
 
 def test_a_mistyped_local_folder_is_named_as_missing(tmp_path, capsys, monkeypatch):
     copied(tiny_text_checkpoint(), tmp_path / "tiny-bert")
+    capsys.readouterr()  # the checkpoint's save
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     with pytest.raises(SystemExit) as exit:
         cli.main(["convert", "tiny-bertt", "--attention_type", "kerformer", "--output_dir", "out"])
     assert exit.value.code == 2
     assert capsys.readouterr().err == (
-        "hf-effattn convert: error: Checkpoint folder tiny-bertt not found (did you mean tiny-bert?): give an existing "
-        "folder, or a Hub id such as FacebookAI/roberta-base (HF_HUB_OFFLINE is set, and the Hub cache has no such "
-        "id).\n")
+        "hf-effattn convert: error: Checkpoint tiny-bertt is neither a local folder (did you mean tiny-bert?) nor in "
+        "the Hub cache, and HF_HUB_OFFLINE is set: download it while online first (hf download tiny-bertt), or give "
+        "an existing folder.\n")
     monkeypatch.delenv("HF_HUB_OFFLINE")
     (tmp_path / "models").mkdir()
     with pytest.raises(FileNotFoundError, match=r"Tokenizer folder models/tiny-bertt not found: give an existing"):

@@ -181,11 +181,11 @@ def test_counts_that_cannot_train_are_refused_by_the_parser(capsys, option, valu
     ("--num_train_epochs", "0", "--num_train_epochs 0 trains nothing"),
 ])
 def test_the_trainer_script_refuses_counts_that_training_arguments_accepts(tmp_path, option, value, message):
-    from helpers.finetuning import load_script
+    from hf_effattn.finetuning import text_classification_trainer
 
     with pytest.raises(ValueError, match=message):
-        load_script("run_trainer").parse_args(["--model_name_or_path", "m", "--output_dir", str(tmp_path), option,
-                                               value])
+        text_classification_trainer.parse_args(["--model_name_or_path", "m", "--output_dir", str(tmp_path), option,
+                                                value])
 
 
 def test_max_length_beyond_the_model_is_refused_before_training():

@@ -1,6 +1,7 @@
 """``finetune/run_trainer.py``: the same model and data through ``transformers.Trainer``."""
 
 import json
+import shutil
 
 import pytest
 
@@ -43,3 +44,18 @@ def test_a_finished_trainer_run_is_replaced_only_with_overwrite_output_dir(tmp_p
     assert (tmp_path / "model.safetensors").read_bytes() == before  # nothing touched
     script.main(trainer_options(tmp_path, "--save_strategy", "no", "--overwrite_output_dir"))
     assert not any(tmp_path.glob("checkpoint-*")) and (tmp_path / "model.safetensors").is_file()
+
+
+def test_an_unfinished_trainer_run_continues_from_its_latest_checkpoint_as_the_refusal_says(tmp_path):
+    """``--resume_from_checkpoint latest``, the fix that the refusal of a non-empty folder names, continues from the
+    newest of Trainer's ``checkpoint-*`` folders, as it continues the other scripts' runs."""
+    script = load_script("run_trainer")
+    script.main(trainer_options(tmp_path, "--save_strategy", "steps", "--save_steps", "2"))
+    for name in ("model.safetensors", "README.md", "checkpoint-3"):  # as a run killed after its checkpoint at step 2
+        path = tmp_path / name
+        shutil.rmtree(path) if path.is_dir() else path.unlink(missing_ok=True)
+    with pytest.raises(ValueError, match="is not empty: pass --resume_from_checkpoint latest to continue the run"):
+        script.main(trainer_options(tmp_path, "--save_strategy", "no"))
+    results = script.main(trainer_options(tmp_path, "--save_strategy", "no", "--resume_from_checkpoint", "latest"))
+    assert set(results) == {"validation_matched", "validation_mismatched"}
+    assert (tmp_path / "model.safetensors").is_file() and (tmp_path / "README.md").is_file()

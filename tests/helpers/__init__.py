@@ -7,6 +7,7 @@
   in a fresh process;
 * :mod:`.device_lane`: the device lane's (``tests/cuda``) precisions, cases, padding masks and comparisons by
   relative norm;
+* :mod:`.docs`: the documentation's python blocks, run as a page prints them;
 * :mod:`.conversion`: ``hf-effattn convert`` in-process; :mod:`.finetuning`: tiny checkpoints, datasets and the
   scripts' options; :mod:`.red_team`: the red-team tests' tiny runs and byte-for-byte refusals; :mod:`.threads`:
   torch's thread count restored after a test;

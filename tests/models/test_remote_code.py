@@ -10,12 +10,15 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 import transformers
+from transformers.dynamic_module_utils import get_relative_import_files
 
 import hf_effattn
+from hf_effattn.modeling.attentions import get_attention_class
 from hf_effattn.modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from hf_effattn.modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
 from helpers.models import BLOCK_PACKAGE, HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
@@ -75,6 +78,70 @@ def test_every_mechanism_loads_as_remote_code_without_the_package(tmp_path):
     assert result.stdout.count("loaded") == len(folders)
 
 
+REGISTRIES_IN_THE_FOLDERS = BLOCK_PACKAGE + textwrap.dedent(
+    """
+    from transformers import AutoModel
+
+    for folder in sys.argv[1:]:
+        model = AutoModel.from_pretrained(folder, trust_remote_code=True)
+        print(sys.modules[type(model).__module__.rsplit(".", 1)[0] + ".attentions"].list_attentions())
+    """
+)
+def remote_code_files(folder) -> set[str]:
+    return {path.name for path in folder.glob("*.py")}
+
+
+def test_a_saved_folder_carries_only_the_code_its_model_runs(tmp_path):
+    """Every mechanism's file is left out but the model's own (and softmax's, which the config's defaults name), and
+    so is every file nothing imports: the folder loads as remote code (the test above, for every mechanism and
+    hybrid), with a registry of those mechanisms only."""
+    def mechanism_file(name: str) -> str:
+        return f"{get_attention_class(name).__module__.rsplit('.', 1)[-1]}.py"
+
+    mechanism_files = {mechanism_file(name) for name in hf_effattn.list_attentions()}
+    cases = {"dba": {}, "sdpa": {}, "kerformer": {"local_window": 4}}
+    for attention_type, settings in cases.items():
+        model = hf_effattn.EffAttnRobertaModel(text_config(attention_type, attention_config=settings))
+        model.save_pretrained(tmp_path / attention_type)
+        files = remote_code_files(tmp_path / attention_type)
+        assert files & mechanism_files == {mechanism_file(attention_type), mechanism_file("sdpa")}
+        entries = {"configuration_effattn.py", "modeling_effattn_roberta.py"}  # the files auto_map names
+        loaded = {Path(file).name for entry in entries for file in get_relative_import_files(tmp_path / attention_type
+                                                                                               / entry)}
+        assert files == entries | loaded  # all that Transformers reads to load the folder, and nothing more
+    assert "kernel_attention.py" in remote_code_files(tmp_path / "kerformer")  # what a kernelized mechanism imports
+    assert "kernel_attention.py" not in remote_code_files(tmp_path / "dba")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
+        "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
+    result = subprocess.run([sys.executable, "-I", "-c", REGISTRIES_IN_THE_FOLDERS,
+                             *(str(tmp_path / attention_type) for attention_type in cases)],
+                            env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines()[-3:] == [str(sorted({attention_type, "eager", "sdpa"},
+                                                          key=hf_effattn.list_attentions().index))
+                                               for attention_type in cases]
+
+
+def test_a_push_from_save_pretrained_uploads_the_trimmed_code(tmp_path, monkeypatch):
+    """``save_pretrained(..., push_to_hub=True)`` uploads before it returns: the upload already holds the trimmed
+    folder (the Hub is replaced by recorders of what would be created and uploaded)."""
+    from types import SimpleNamespace
+
+    import transformers.modeling_utils
+    from transformers.utils.hub import PushToHubMixin
+
+    uploaded = {}
+    monkeypatch.setattr(transformers.modeling_utils, "hf_api", lambda: SimpleNamespace(
+        create_repo=lambda repo_id, **kwargs: SimpleNamespace(repo_id=f"user/{repo_id}")))
+    monkeypatch.setattr(transformers.modeling_utils, "create_and_tag_model_card",
+                        lambda *args, **kwargs: SimpleNamespace(save=lambda path: None))
+    monkeypatch.setattr(PushToHubMixin, "_upload_modified_files", lambda self, folder, repo_id, *args, **kwargs:
+                        uploaded.update({repo_id: {path.name for path in Path(folder).glob("*.py")}}))
+    hf_effattn.EffAttnRobertaModel(text_config("psf")).save_pretrained(tmp_path / "psf", push_to_hub=True)
+    assert uploaded == {"user/psf": remote_code_files(tmp_path / "psf")}
+    assert "attention_psf.py" in uploaded["user/psf"] and "attention_dba.py" not in uploaded["user/psf"]
+
+
 @pytest.mark.parametrize("config, auto_classes", [
     (text_config("dba"), TEXT_AUTO_CLASSES), (vision_config("psf"), VISION_AUTO_CLASSES),
 ], ids=["text", "vision"])
@@ -90,11 +157,11 @@ OLD_TRANSFORMERS = BLOCK_PACKAGE + textwrap.dedent(
     from transformers.dynamic_module_utils import get_class_from_dynamic_module
 
     transformers.__version__ = "4.57.1"  # as an older installation reports itself
-    folder = sys.argv[1]
+    text, vision = sys.argv[1:]
     # The config (read first by every Auto class), and each model file alone, as a tool that skips the config would.
-    for load in (lambda: transformers.AutoConfig.from_pretrained(folder, trust_remote_code=True),
-                 lambda: get_class_from_dynamic_module("modeling_effattn_roberta.EffAttnRobertaModel", folder),
-                 lambda: get_class_from_dynamic_module("modeling_effattn_vit.EffAttnViTModel", folder)):
+    for load in (lambda: transformers.AutoConfig.from_pretrained(text, trust_remote_code=True),
+                 lambda: get_class_from_dynamic_module("modeling_effattn_roberta.EffAttnRobertaModel", text),
+                 lambda: get_class_from_dynamic_module("modeling_effattn_vit.EffAttnViTModel", vision)):
         try:
             load()
         except ImportError as error:
@@ -104,12 +171,12 @@ OLD_TRANSFORMERS = BLOCK_PACKAGE + textwrap.dedent(
 
 
 def test_remote_code_on_an_older_transformers_names_the_version_it_needs(tmp_path):
-    hf_effattn.EffAttnRobertaModel(text_config("kerformer")).save_pretrained(tmp_path / "model")
-    hf_effattn.EffAttnViTModel(vision_config("dba")).save_pretrained(tmp_path / "model")  # both families' files
+    hf_effattn.EffAttnRobertaModel(text_config("kerformer")).save_pretrained(tmp_path / "text")
+    hf_effattn.EffAttnViTModel(vision_config("dba")).save_pretrained(tmp_path / "vision")
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
         "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home")}
-    result = subprocess.run([sys.executable, "-c", OLD_TRANSFORMERS, str(tmp_path / "model")], env=env,
-                            capture_output=True, text=True, timeout=300)
+    result = subprocess.run([sys.executable, "-c", OLD_TRANSFORMERS, str(tmp_path / "text"), str(tmp_path / "vision")],
+                            env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == 3 * [
         "This efficient-attention model (hf_effattn) needs Transformers >=5,<6, but Transformers 4.57.1 is installed: "

@@ -9,12 +9,16 @@ ever held: a transfer at 4,096 tokens fits in a few GiB.
 
 from __future__ import annotations
 
+import logging
 from contextlib import contextmanager
 
 import torch
 from torch import nn
 
 from ...modeling.attention_vanilla import EagerAttention
+from ...modeling.pretrained import EffAttnPreTrainedModel
+
+logger = logging.getLogger(__name__)
 
 SOFTMAX = ("sdpa", "eager")
 TEACHER_CHUNK_SCORES = 2**22  # the most attention scores (B * h * queries * N) the teacher computes at once
@@ -47,7 +51,24 @@ def load_teacher(model: nn.Module, source: str, config_dict: dict | None = None,
     longest = model.config.attention_max_length
     if longest > encoder.config_from_checkpoint(config, None, None, {})[0].attention_max_length:
         kwargs.setdefault("max_length", longest)
-    return encoder.from_pretrained(source, config_dict=config, **kwargs).eval()
+    with load_report_held_back():
+        teacher = encoder.from_pretrained(source, config_dict=config, **kwargs).eval()
+    logger.info(f"The softmax teacher: {source}, read with its own attention ({config.get('attention_type', 'sdpa')}).")
+    return teacher
+
+
+@contextmanager
+def load_report_held_back():
+    """Inside the block, the load report of our models (new, dropped and extended parameters) is not logged: the
+    teacher is the source checkpoint read as it is, and a report of its head's parameters (a pooler that a masked-LM
+    checkpoint lacks, a masked-LM head that the encoder drops) would read as a second conversion."""
+    report = logging.getLogger(EffAttnPreTrainedModel.__module__)
+    level = report.level
+    report.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        report.setLevel(level)
 
 
 def check_pair(model: nn.Module, teacher: nn.Module) -> None:

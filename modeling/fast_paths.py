@@ -7,20 +7,24 @@ maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.c
 compiled at the first call, for every length), the matrix products and the block softmax left to cuBLAS and the
 flash kernel (``attention_base.EfficientAttention.forward``). The mode chooses, for the whole process:
 
-* ``"auto"`` (the default): the fast path where it can run (CUDA tensors, Triton present, not while exporting or
-  tracing), else the exact path. Where a fast path cannot run on CUDA, or fails to compile, one log line says why,
-  once, and the exact path runs.
-* ``"exact"``: the exact path everywhere (the reference the fast paths are tested against).
+* ``"exact"`` (the default): the exact path everywhere (and the reference the fast paths are tested against).
+* ``"auto"``: the fast path where it can run (CUDA tensors, Triton present, not while exporting or tracing), else
+  the exact path. Where a fast path cannot run on CUDA, or fails to compile, one log line says why, once, and the
+  exact path runs.
 * ``"fast"``: the fast path, and a ``RuntimeError`` naming what stops it where it cannot run.
+
+Why not ``"auto"`` by default: on an H200 (PyTorch 2.11) the first call of Singularformer's layer did not finish
+compiling its fast path within 110 s, so a run would start minutes late for a gain not yet measured
+(docs/results.md, 2026-11-27); the exact path, eager, is what the GPU tables time.
 
 ::
 
     from hf_effattn.modeling.fast_paths import fast_paths
 
-    with fast_paths("exact"):
-        reference = model(**batch)
+    with fast_paths("auto"):
+        outputs = model(**batch)
 
-``HF_EFFATTN_FAST_PATHS=exact`` (or ``fast``) in the environment sets the starting mode. Under an outer
+``HF_EFFATTN_FAST_PATHS=auto`` (or ``fast``) in the environment sets the starting mode. Under an outer
 ``torch.compile(model)`` the exact path is what gets compiled: the outer compiler fuses it the same way.
 """
 
@@ -46,7 +50,7 @@ def checked_mode(mode: str, where: str = "fast_paths") -> str:
     return mode
 
 
-_mode = checked_mode(os.environ.get(ENVIRONMENT_VARIABLE, "auto"), ENVIRONMENT_VARIABLE)
+_mode = checked_mode(os.environ.get(ENVIRONMENT_VARIABLE, "exact"), ENVIRONMENT_VARIABLE)
 _said: set[str] = set()
 
 

@@ -7,10 +7,13 @@ import platform
 
 import torch
 
+from ..modeling.fast_paths import fast_path_mode
+
 
 def machine_description(device: torch.device) -> str:
     if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__})"
+        return (f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, fast paths "
+                f"{fast_path_mode()!r})")
     return f"{cpu_model()}, {os.cpu_count()} CPUs, {torch.get_num_threads()} torch threads (torch {torch.__version__})"
 
 

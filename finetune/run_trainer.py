@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 
-from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments
+from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, settle_attention_config
 from hf_effattn.finetuning.lora import (
     add_lora,
     check_lora_arguments,
@@ -44,7 +44,6 @@ from hf_effattn.hybrid_parts import mechanism_weights
 from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
 from hf_effattn.output_folders import OutputFolder
 from hf_effattn.user_errors import run_script
-from hf_effattn.window_options import with_window_settings
 
 HYPERPARAMETERS = ("learning_rate", "weight_decay", "per_device_train_batch_size", "gradient_accumulation_steps",
                    "num_train_epochs", "max_steps", "lr_scheduler_type", "warmup_steps", "seed")
@@ -68,7 +67,7 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
     training_args, options = build_parser().parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
-    options.attention_config = with_window_settings(options.attention_config, options)
+    settle_attention_config(options)
     options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 

@@ -11,21 +11,36 @@ from pathlib import Path
 from ..argument_types import non_negative_int, positive_int
 from ..output_folders import Input
 from ..user_errors import OneLineParser
-from ..window_options import add_window_arguments
+from ..window_options import add_window_arguments, with_window_settings
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 
 
+class SettingsFile(dict):
+    """Settings read from the JSON file ``path``: a file the run reads (:func:`run_inputs`)."""
+
+    def __init__(self, settings: dict, path: str):
+        super().__init__(settings)
+        self.path = path
+
+
 def attention_config_value(text: str) -> dict:
-    """``--attention_config``: a JSON object, or the path of a JSON file holding one."""
-    source = Path(text).read_text() if not text.lstrip().startswith("{") and Path(text).is_file() else text
+    """``--attention_config``: a JSON object, or the path of a JSON file holding one (a :class:`SettingsFile`)."""
+    from_file = not text.lstrip().startswith("{") and Path(text).is_file()
     try:
-        value = json.loads(source)
+        value = json.loads(Path(text).read_text() if from_file else text)
     except json.JSONDecodeError as error:
         raise argparse.ArgumentTypeError(f"--attention_config is not valid JSON ({error}): {text!r}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"--attention_config must be a JSON object, got {text!r}.")
-    return value
+    return SettingsFile(value, text) if from_file else value
+
+
+def settle_attention_config(args: argparse.Namespace) -> None:
+    """After parsing: ``args.attention_config_file``, the settings file ``--attention_config`` names (or None), kept
+    as an input of the run; ``args.attention_config``, its settings with the window options merged in."""
+    args.attention_config_file = getattr(args.attention_config, "path", None)
+    args.attention_config = with_window_settings(args.attention_config, args)
 
 
 def checkpointing_value(text: str) -> int | str:
@@ -45,8 +60,9 @@ PROCESSOR_HELP = {  # the option naming another tokenizer (text scripts) or imag
 INPUT_OPTIONS = {  # option -> what it names: the files and folders a run reads
     "model_name_or_path": "model", "tokenizer_name": "tokenizer", "image_processor_name": "image processor",
     "dataset_name": "dataset", "train_file": "training data", "validation_file": "evaluation data",
-    "resume_from_checkpoint": "checkpoint to resume from",
+    "resume_from_checkpoint": "checkpoint to resume from", "attention_config_file": "attention settings file",
 }
+OPTION_NAMES = {"attention_config_file": "attention_config"}  # an input's attribute -> the option that names it
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) -> None:
@@ -173,6 +189,7 @@ def run_inputs(args: argparse.Namespace) -> list[Input]:
     def own_checkpoint(value: str) -> bool:
         return value == "latest" or Path(value).resolve().is_relative_to(output)
 
-    return [Input(what, f"--{option}", getattr(args, option)) for option, what in INPUT_OPTIONS.items()
+    return [Input(what, f"--{OPTION_NAMES.get(option, option)}", getattr(args, option))
+            for option, what in INPUT_OPTIONS.items()
             if getattr(args, option, None) and not (option == "resume_from_checkpoint"
                                                     and own_checkpoint(args.resume_from_checkpoint))]

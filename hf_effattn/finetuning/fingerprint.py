@@ -21,6 +21,8 @@ NOT_IN_FINGERPRINT = frozenset({
     # where and when the run saves, and how it stops, resumes and publishes
     "output_dir", "overwrite_output_dir", "checkpointing_steps", "resume_from_checkpoint", "stop_after_steps",
     "push_to_hub", "hub_model_id", "hub_token", "hub_private_repo", "license",
+    # where the attention settings were read from (the settings themselves count)
+    "attention_config_file",
     # logging and evaluation (evaluation loaders draw from their own generators)
     "with_tracking", "report_to", "per_device_eval_batch_size", "max_eval_samples",
     # the same batches whichever process loads them (each epoch's order comes from the seed)

@@ -23,8 +23,7 @@ from ..hub_or_local import check_found
 from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, CardKind, card_license, card_writer
 from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
-from ..window_options import with_window_settings
-from .arguments import build_parser, run_inputs
+from .arguments import build_parser, run_inputs, settle_attention_config
 from .checkpoints import check_resumable, read_state, remove_unfinished_saves, resolve_checkpoint
 from .data import LabelInfo
 from .fingerprint import settings_fingerprint
@@ -63,7 +62,7 @@ class Recipe:
 
     def parse_args(self, argv: list[str] | None = None):
         args = self.build_parser().parse_args(argv)
-        args.attention_config = with_window_settings(args.attention_config, args)
+        settle_attention_config(args)
         return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:

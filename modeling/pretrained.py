@@ -41,7 +41,7 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings
-from .configuration_effattn import EffAttnConfigMixin
+from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin
 from .local_window import LocalWindow
 from .position_extension import extend_positions
 
@@ -142,8 +142,9 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         config = kwargs.pop("config", None)
         if config is None:
             config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
-        elif attention_type is not None or attention_config is not None:
-            raise ValueError("Pass attention_type/attention_config either inside `config` or as arguments, not both.")
+        elif attention_type is not None or attention_config is not None or kwargs.keys() & set(WINDOW_SETTINGS):
+            raise ValueError("Pass attention_type/attention_config (and the window settings) either inside `config` or "
+                             "as arguments, not both.")
         saved = config.resized({name: source[name] for name in config.size_fields if name in source})
         target = config if size is None else config.resized(config.size_values(size))
         target.check_extends(saved, pretrained_model_name_or_path)

@@ -47,7 +47,7 @@ from ..hub_or_local import check_found
 from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
-from ..modeling.configuration_effattn import pair
+from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair
 from ..output_folders import Input, prepare_output_folder, written_into_place
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
@@ -93,6 +93,8 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     where it states none).
     """
     check_found(checkpoint)
+    window = {name: config_overrides.pop(name) for name in WINDOW_SETTINGS if name in config_overrides}
+    attention_config = merge_window_settings(attention_config, window)
     inputs = [Input("checkpoint", None, checkpoint),
               Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
     prepare_output_folder(output_dir, inputs, overwrite_output_dir)

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -75,6 +76,10 @@ from torch import nn
 
 from .local_window import LocalWindow
 from .settings import Spec, checked, setting  # noqa: F401 (mechanisms import ``setting`` from here)
+
+# True while a model is built at its checkpoint's size to be extended at once (``from_pretrained(..., max_length=N)``,
+# ``pretrained.py``): the window is checked against the length the model will take, once extended, not this one.
+WINDOW_CHECKED_WHEN_EXTENDED = ContextVar("WINDOW_CHECKED_WHEN_EXTENDED", default=False)
 
 
 @dataclass
@@ -116,7 +121,7 @@ class AttentionSettings:
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
         """Raise ``ValueError`` for values that do not fit the model's shape: the window's, then the mechanism's."""
-        self.check_window(max_length)
+        self.check_window(None if WINDOW_CHECKED_WHEN_EXTENDED.get() else max_length)
         self.check_shape(hidden_size, num_heads, max_length)
 
     def check_shape(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
@@ -131,6 +136,8 @@ class AttentionSettings:
                     "softmax attention: use attention_type='sdpa')")
         require(self.global_tokens == 0 or self.local_window is not None, "global_tokens", self.global_tokens,
                 "0 without a local window (global tokens are exact attention beside the window): set local_window too")
+        require(not max_length or self.global_tokens <= max_length, "global_tokens", self.global_tokens,
+                f"at most the model's maximum length {max_length}")
         require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
                 self.local_window_every, "1 without a local window (it chooses the layers that get one): set "
                 "local_window too")

@@ -27,7 +27,7 @@ import dataclasses
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 
-from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, settle_attention_config
+from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, settle_model_options
 from hf_effattn.finetuning.lora import (
     add_lora,
     check_lora_arguments,
@@ -64,10 +64,11 @@ def build_parser() -> HfArgumentParser:
 
 def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object]:
     """``TrainingArguments`` and the model and data options."""
-    training_args, options = build_parser().parse_args_into_dataclasses(argv)
+    parser = build_parser()
+    training_args, options = parser.parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
-    settle_attention_config(options)
+    settle_model_options(options, parser)
     options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from .modeling.attention_base import EfficientAttention
+from .modeling.encoder import EffAttnAttention
 
 PARTS = ("window", "mechanism")
 
@@ -75,8 +76,19 @@ def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dr
     """Raise unless ``rate`` is a share in [0, 1), and, when above 0, ``model`` has a hybrid layer to act on."""
     WindowDropout(rate)
     if rate > 0 and not has_hybrid_layers(model):
-        raise ValueError(f"{option}={rate} acts on a local window beside the mechanism, and this model has none: set "
-                         "local_window (e.g. --local_window 128), or drop the option.")
+        name = next(module.name for module in model.modules() if isinstance(module, EfficientAttention))
+        raise ValueError(f"{option}={rate} acts on a local window beside the mechanism, and this {name!r} model has "
+                         "none: set local_window (e.g. --local_window 128), or drop the option.")
+
+
+def check_window_dropout_of(config, rate: float, option: str = "window_dropout") -> None:
+    """:func:`check_window_dropout` for a model of ``config`` before it exists: on its first layer's attention (which
+    has the window when any layer has), built on the meta device (nothing allocated)."""
+    if not rate:
+        return
+    with torch.device("meta"):
+        attention = EffAttnAttention(config, layer_idx=0, post_norm=True)
+    check_window_dropout(attention, rate, option)
 
 
 def mechanism_weights(model: nn.Module) -> list[list[float] | None]:

@@ -54,6 +54,12 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(USAGE_STATUS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
+def refuse_options_without(given: list[str], purpose: str, needed: str) -> None:
+    """Raise the ``ValueError`` of options ``given`` that act only on ``purpose``, which the ``needed`` option (not
+    given) would run: they would do nothing."""
+    raise ValueError(f"The option(s) {', '.join(given)} act only on {purpose}: add {needed} to run one, or drop them.")
+
+
 def run_script(main) -> None:
     """The ``if __name__ == "__main__"`` of a ``finetune/`` script: ``main()`` with user errors reported."""
     with user_errors_reported():

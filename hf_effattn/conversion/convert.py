@@ -44,10 +44,12 @@ from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
 from ..hub_or_local import check_found
-from ..hybrid_parts import mechanism_weights
+from ..argument_types import MAX_LEARNING_RATE
+from ..hybrid_parts import check_window_dropout_of, mechanism_weights
 from ..model_cards import CardContent, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair
+from ..modeling.settings import Spec, checked
 from ..output_folders import Input, prepare_output_folder, written_into_place
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
@@ -109,10 +111,12 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     plan = loader.plan_load(checkpoint, attention_type, attention_config, convert_attention, config_dict=source,
                             ignore_mismatched_sizes=ignore_mismatched_sizes, output_loading_info=True, **size,
                             **config_overrides)
+    if transfer:
+        check_softmax(source.get("attention_type", "sdpa"), checkpoint)
+        check_window_dropout_of(plan.target, transfer.get("window_dropout", 0.0))
     processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
     if transfer:
-        check_softmax(source.get("attention_type", "sdpa"), checkpoint)
         loader_arguments, transfer_arguments = split_transfer(transfer)
         if family == "text":
             longest = plan.target.attention_max_length
@@ -159,10 +163,10 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
                   transfer: dict | None, config_overrides: dict) -> None:
     """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
     anything loads: settings ``attention_type`` does not have, ``num_labels`` for a head without labels, a transfer
-    without data or with unknown arguments."""
+    without data, with unknown arguments or with values out of range (:data:`TRANSFER_SPECS`)."""
     from ..modeling.attention_registry import build_settings
 
-    settings = build_settings(attention_type, attention_config)
+    build_settings(attention_type, attention_config)
     if "num_labels" in config_overrides and task not in LABELLED_TASKS:
         raise ValueError(f"--num_labels does nothing for the {task!r} head, which has no labels: drop it, or choose "
                          f"a head with labels (--task {' / '.join(t for t in LABELLED_TASKS if t in TASKS[family])}).")
@@ -174,10 +178,15 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     if unknown:
         raise ValueError(f"Unknown transfer argument(s) {', '.join(unknown)}: known are "
                          f"{', '.join(transfer_argument_names())}.")
-    if transfer.get("window_dropout") and (settings.local_window is None or attention_type == "local"):
-        raise ValueError(f"window_dropout={transfer['window_dropout']} (--transfer_window_dropout) acts on a local "
-                         f"window beside the mechanism, and this {attention_type!r} model has none: set local_window "
-                         "(e.g. --local_window 128), or drop the option.")
+    for name, spec in TRANSFER_SPECS.items():
+        if name in transfer:
+            checked(name, transfer[name], spec, where="transfer argument")
+
+
+TRANSFER_SPECS = {  # the transfer's arguments that a value out of range would make fail after the model loads
+    "steps": Spec(int, minimum=1), "batch_size": Spec(int, minimum=1),
+    "learning_rate": Spec(float, above=0, maximum=MAX_LEARNING_RATE),
+}
 
 
 def transfer_argument_names() -> list[str]:

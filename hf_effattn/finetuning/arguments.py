@@ -8,9 +8,10 @@ import argparse
 import json
 from pathlib import Path
 
-from ..argument_types import non_negative_int, positive_int
+from ..argument_types import learning_rate, non_negative_float, non_negative_int, positive_int, share
+from ..hybrid_parts import check_window_dropout_of
 from ..output_folders import Input
-from ..user_errors import OneLineParser
+from ..user_errors import OneLineParser, refuse_options_without
 from ..window_options import add_window_arguments, with_window_settings
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
@@ -36,9 +37,11 @@ def attention_config_value(text: str) -> dict:
     return SettingsFile(value, text) if from_file else value
 
 
-def settle_attention_config(args: argparse.Namespace) -> None:
-    """After parsing: ``args.attention_config_file``, the settings file ``--attention_config`` names (or None), kept
-    as an input of the run; ``args.attention_config``, its settings with the window options merged in."""
+def settle_model_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """After parsing: the transfer's options checked (:func:`check_transfer_options`); ``args.attention_config_file``,
+    the settings file ``--attention_config`` names (or None), kept as an input of the run; ``args.attention_config``,
+    its settings with the window options merged in."""
+    check_transfer_options(args, parser)
     args.attention_config_file = getattr(args.attention_config, "path", None)
     args.attention_config = with_window_settings(args.attention_config, args)
 
@@ -89,24 +92,28 @@ def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) 
     group.add_argument("--attention_transfer_steps", type=non_negative_int, default=0,
                        help="Before fine-tuning, train the new attention for this many steps to reproduce the "
                             "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")
-    group.add_argument("--attention_transfer_learning_rate", type=float, default=3e-3)
+    group.add_argument("--attention_transfer_learning_rate", type=learning_rate, default=3e-3)
     group.add_argument("--attention_transfer_train", choices=("mechanism", "attention", "attention_block"),
                        default="attention",
                        help="What the transfer trains: the mechanism's new parameters, also its query/key/value "
                             "projections (default), or also the output projection.")
-    group.add_argument("--attention_transfer_window_dropout", type=float, default=0.0, metavar="P",
+    group.add_argument("--attention_transfer_window_dropout", type=share, default=0.0, metavar="P",
                        help="With --local_window: the share of transfer steps on which the window is switched off "
                             "(default 0).")
+    group.add_argument("--window_dropout", type=share, default=0.0, metavar="P",
+                       help="With a local window beside the mechanism: the share of training steps on which the "
+                            "window is switched off, so that the mechanism keeps carrying weight (default 0; the "
+                            "draws depend on --seed and the step).")
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
     """LoRA with PEFT instead of full fine-tuning (:mod:`hf_effattn.finetuning.lora`)."""
     group = parser.add_argument_group("LoRA (PEFT)")
-    group.add_argument("--lora_r", type=int, default=None,
+    group.add_argument("--lora_r", type=positive_int, default=None,
                        help="Train a LoRA adapter of this rank (plus the head and the attention's own parameters) "
                             "instead of the whole model; the output folder holds the adapter and its base.")
-    group.add_argument("--lora_alpha", type=int, default=16, help="LoRA's scaling numerator (default 16).")
-    group.add_argument("--lora_dropout", type=float, default=0.1, help="Dropout on LoRA's input (default 0.1).")
+    group.add_argument("--lora_alpha", type=positive_int, default=16, help="LoRA's scaling numerator (default 16).")
+    group.add_argument("--lora_dropout", type=share, default=0.1, help="Dropout on LoRA's input (default 0.1).")
     group.add_argument("--lora_target_modules", nargs="+", default=None, metavar="NAME",
                        help="The linear layers LoRA adapts, e.g. query value dense; default: the mechanism's "
                             "projections, query and value (value alone for psf, which has no query or key).")
@@ -117,8 +124,8 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
     group.add_argument("--per_device_train_batch_size", type=positive_int, default=8)
     group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8)
-    group.add_argument("--learning_rate", type=float, default=5e-5)
-    group.add_argument("--weight_decay", type=float, default=0.0)
+    group.add_argument("--learning_rate", type=learning_rate, default=5e-5)
+    group.add_argument("--weight_decay", type=non_negative_float, default=0.0)
     group.add_argument("--num_train_epochs", type=positive_int, default=3)
     group.add_argument("--max_train_steps", type=positive_int, default=None,
                        help="Total optimizer steps; overrides --num_train_epochs.")
@@ -126,10 +133,6 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lr_scheduler_type", choices=SCHEDULER_TYPES, default="linear")
     group.add_argument("--num_warmup_steps", type=non_negative_int, default=0)
     group.add_argument("--seed", type=int, default=42)
-    group.add_argument("--window_dropout", type=float, default=0.0, metavar="P",
-                       help="With a local window beside the mechanism: the share of training steps on which the "
-                            "window is switched off, so that the mechanism keeps carrying weight (default 0; the "
-                            "draws depend on --seed and the step).")
     group.add_argument("--dataloader_num_workers", type=non_negative_int, default=0,
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")
@@ -171,14 +174,28 @@ def build_parser(description: str, add_data_arguments, processor_option: str) ->
 
 
 def check_against_model(args: argparse.Namespace, config) -> None:
-    """Options that the loaded model cannot honour, refused before training: a ``--max_length`` beyond the
+    """Options that the model's config cannot honour, refused before anything loads: a ``--max_length`` beyond the
     longest input its position embeddings take (``config.attention_max_length``: for RoBERTa
-    ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index)."""
+    ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index), and a window
+    dropout without a window beside the mechanism (:func:`~hf_effattn.hybrid_parts.check_window_dropout_of`)."""
     max_length, limit = getattr(args, "max_length", None), getattr(config, "attention_max_length", None)
     if max_length and limit and max_length > limit:
         raise ValueError(f"--max_length {max_length} is longer than the {limit} tokens {args.model_name_or_path} "
                          f"takes (max_position_embeddings {config.max_position_embeddings}): use --max_length "
                          f"{limit} or less.")
+    for option in ("window_dropout", "attention_transfer_window_dropout"):
+        check_window_dropout_of(config, getattr(args, option), f"--{option}")
+
+
+TRANSFER_OPTIONS = ("attention_transfer_learning_rate", "attention_transfer_train", "attention_transfer_window_dropout")
+
+
+def check_transfer_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse the attention transfer's options, set to other than their defaults, without
+    ``--attention_transfer_steps``: they would do nothing."""
+    given = [f"--{name}" for name in TRANSFER_OPTIONS if getattr(args, name) != parser.get_default(name)]
+    if given and not args.attention_transfer_steps:
+        refuse_options_without(given, "an attention transfer", "--attention_transfer_steps N")
 
 
 def run_inputs(args: argparse.Namespace) -> list[Input]:

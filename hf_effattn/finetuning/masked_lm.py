@@ -26,6 +26,7 @@ import torch.nn.functional as F
 from ..argument_types import positive_int
 from ..model_cards import CardKind
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
+from .arguments import check_against_model
 from .loop import Finetuner
 from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data
 from .models import checkpoint_source, config_of_checkpoint, is_preset, load_tokenizer
@@ -101,12 +102,14 @@ def check_extension(args: argparse.Namespace, limit: int) -> None:
 def check_options(args: argparse.Namespace) -> None:
     """Refuse, before any data is read, what the checkpoint cannot honour: see :func:`checkpoint_source_config`,
     :func:`check_extension` (against its own length, read with softmax attention, whose settings refuse nothing),
-    then every check of ``from_pretrained`` at the extended length (:func:`~.models.config_of_checkpoint`)."""
+    then every check of ``from_pretrained`` at the extended length (:func:`~.models.config_of_checkpoint`) and the
+    options against that config (:func:`~.arguments.check_against_model`)."""
     source = checkpoint_source_config(args)
     saved = EffAttnRobertaForMaskedLM.config_from_checkpoint(source, "sdpa", None, {})[0]
     check_extension(args, saved.attention_max_length)
     extension = {"max_length": args.max_length} if args.max_length else {}
     config = config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining", source, **extension)
+    check_against_model(args, config)
     check_sequence_length(args, config.attention_max_length)
 
 

@@ -23,7 +23,7 @@ from ..hub_or_local import check_found
 from ..hybrid_parts import mechanism_weights
 from ..model_cards import CardContent, CardKind, card_license, card_writer
 from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
-from .arguments import build_parser, run_inputs, settle_attention_config
+from .arguments import build_parser, run_inputs, settle_model_options
 from .checkpoints import check_resumable, read_state, remove_unfinished_saves, resolve_checkpoint
 from .data import LabelInfo
 from .fingerprint import settings_fingerprint
@@ -61,8 +61,9 @@ class Recipe:
         return build_parser(self.description, self.add_data_arguments, self.processor_option)
 
     def parse_args(self, argv: list[str] | None = None):
-        args = self.build_parser().parse_args(argv)
-        settle_attention_config(args)
+        parser = self.build_parser()
+        args = parser.parse_args(argv)
+        settle_model_options(args, parser)
         return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:

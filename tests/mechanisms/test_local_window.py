@@ -226,7 +226,7 @@ def test_window_dropout_draws_depend_on_the_seed_and_step_only():
 
 def test_window_dropout_needs_a_window():
     model = hf_effattn.EffAttnRobertaModel(hf_effattn.create_config("roberta-base/kerformer", num_hidden_layers=1))
-    with pytest.raises(ValueError, match="this model has none: set local_window"):
+    with pytest.raises(ValueError, match="this 'kerformer' model has none: set local_window"):
         check_window_dropout(model, 0.25)
     check_window_dropout(model, 0.0)
 

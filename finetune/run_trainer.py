@@ -23,11 +23,20 @@ and a folder that holds files replaced whole, at the run's first checkpoint or i
 from __future__ import annotations
 
 import dataclasses
+import json
+from contextlib import ExitStack
+from pathlib import Path
 
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 
-from hf_effattn.finetuning.arguments import add_lora_arguments, add_model_arguments, settle_model_options
+from hf_effattn.argument_types import MAX_LEARNING_RATE
+from hf_effattn.finetuning.arguments import (
+    add_lora_arguments,
+    add_model_arguments,
+    check_against_model,
+    settle_model_options,
+)
 from hf_effattn.finetuning.lora import (
     add_lora,
     check_lora_arguments,
@@ -36,12 +45,13 @@ from hf_effattn.finetuning.lora import (
     save_adapter_folder,
 )
 from hf_effattn.finetuning.loop import check_mixed_precision
-from hf_effattn.finetuning.models import check_classifier_options, load_text_classifier, load_tokenizer
+from hf_effattn.finetuning.models import classifier_config, load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
 from hf_effattn.finetuning.run import attention_transfer, check_inputs_found, prepare_output_folder
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
-from hf_effattn.hybrid_parts import mechanism_weights
+from hf_effattn.hybrid_parts import WindowDropout, check_mechanism_weights, mechanism_weights, only_part
 from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
+from hf_effattn.modeling.attentions import build_settings
 from hf_effattn.output_folders import OutputFolder
 from hf_effattn.user_errors import run_script
 
@@ -74,11 +84,16 @@ def parse_args(argv: list[str] | None = None) -> tuple[TrainingArguments, object
 
 
 def check_training_arguments(training_args: TrainingArguments) -> None:
-    """Counts that ``TrainingArguments`` accepts but no run can train with, and fp16 on a CPU, refused before
-    anything loads."""
+    """Counts, learning rates and weight decays that ``TrainingArguments`` accepts but no run can train with (the other
+    scripts' ranges, :mod:`hf_effattn.argument_types`), and fp16 on a CPU, refused before anything loads."""
     for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
         if getattr(training_args, name) < 1:
             raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
+    if not 0 < training_args.learning_rate <= MAX_LEARNING_RATE:
+        raise ValueError(f"--learning_rate {training_args.learning_rate:g}: expected a learning rate in (0, "
+                         f"{MAX_LEARNING_RATE:g}].")
+    if training_args.weight_decay < 0:
+        raise ValueError(f"--weight_decay {training_args.weight_decay:g}: expected a number >= 0.")
     check_mixed_precision(training_args.mixed_precision, training_args.device)
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give a positive "
@@ -143,6 +158,38 @@ class InPlaceAtFirstSave(TrainerCallback):
         args.output_dir = str(self.folder.path)
 
 
+class WindowDropoutEachStep(TrainerCallback):
+    """``--window_dropout`` under Trainer: on the optimizer steps that :class:`~hf_effattn.hybrid_parts.WindowDropout`
+    draws (from ``--seed`` and the step), the hybrid layers run the mechanism alone; after every step a mechanism
+    weight that stopped being a number stops the run, naming the step."""
+
+    def __init__(self, model, rate: float, seed: int):
+        self.model, self.dropout, self.part = model, WindowDropout(rate, seed), ExitStack()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.part.enter_context(only_part(self.model, self.dropout.part(state.global_step)))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.part.close()
+        check_mechanism_weights(self.model, "lower --learning_rate", state.global_step)
+
+
+def check_trainer_resume(checkpoint: str | None, config) -> None:
+    """Refuse, before anything loads, a ``--resume_from_checkpoint`` folder whose model was saved with another
+    attention (mechanism, window or any other setting) than the ``config`` this run builds."""
+    saved_file = Path(checkpoint or "") / "config.json"
+    if not checkpoint or not saved_file.is_file():
+        return
+    saved = json.loads(saved_file.read_text())
+    kind = saved.get("attention_type", "sdpa")
+    saved_settings = build_settings(kind, saved.get("attention_config")).to_dict()
+    if (kind, saved_settings) != (config.attention_type, config.attention_config):
+        raise ValueError(f"Cannot resume from {checkpoint}: its model was saved with attention_type={kind!r}, "
+                         f"attention_config={saved_settings}, and this run builds attention_type="
+                         f"{config.attention_type!r}, attention_config={config.attention_config}: resume with that "
+                         "run's --attention_type, --attention_config and window options, or start a new run.")
+
+
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     """Check the options and the output folder, then :func:`train`; returns the metrics. A run that fails before its
     output folder is in place leaves the folder as it was."""
@@ -151,7 +198,9 @@ def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
     training_args, options = parse_args(argv)
     check_inputs_found(options)
     check_lora_arguments(options)
-    check_classifier_options("text")(options)
+    config = classifier_config(options, "text")
+    check_against_model(options, config)
+    check_trainer_resume(training_args.resume_from_checkpoint, config)
     folder = prepare_output_folder(options, PartialState())
     try:
         return train(training_args, options, folder)
@@ -175,7 +224,7 @@ def train(training_args: TrainingArguments, options, folder: OutputFolder) -> di
         model=model, args=dataclasses.replace(training_args, push_to_hub=False, output_dir=str(folder.path)),
         train_dataset=data.train, eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn,
         processing_class=tokenizer, compute_metrics=metric_function(data.metrics),
-        callbacks=[InPlaceAtFirstSave(folder)],
+        callbacks=[InPlaceAtFirstSave(folder), WindowDropoutEachStep(model, options.window_dropout, training_args.seed)],
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     results = evaluate_splits(trainer, data)

@@ -24,6 +24,7 @@ from torch import nn
 
 from .modeling.attention_base import EfficientAttention
 from .modeling.encoder import EffAttnAttention
+from .user_errors import TrainingDiverged
 
 PARTS = ("window", "mechanism")
 
@@ -101,12 +102,13 @@ def mechanism_weights(model: nn.Module) -> list[list[float] | None]:
             for module in model.modules() if isinstance(module, EfficientAttention)]
 
 
-def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate") -> None:
-    """Raise ``FloatingPointError`` naming the first layer whose mechanism weight is NaN or infinite (one host-device
-    sync for all layers)."""
+def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate", step: int | None = None) -> None:
+    """Raise :class:`~hf_effattn.user_errors.TrainingDiverged` naming the first layer whose mechanism weight is NaN or
+    infinite, and the training ``step`` when given (one host-device sync for all layers)."""
     layers = hybrid_layers(model)
     if not layers or bool(torch.isfinite(torch.cat([layer.window.mechanism_logit for layer in layers])).all()):
         return
     layer = next(layer for layer in layers if not bool(torch.isfinite(layer.window.mechanism_logit).all()))
-    raise FloatingPointError(f"The mechanism weight of layer {layer.layer_idx} (window.mechanism_logit) became "
-                             f"{layer.window.mechanism_logit.detach().tolist()} in training: {fix}.")
+    at_step = "" if step is None else f" at step {step}"
+    raise TrainingDiverged(f"The mechanism weight of layer {layer.layer_idx} (window.mechanism_logit) became "
+                           f"{layer.window.mechanism_logit.detach().tolist()}{at_step}: training diverged; {fix}.")

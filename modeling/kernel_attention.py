@@ -26,7 +26,7 @@ from __future__ import annotations
 import torch
 
 from .attention_base import AttentionOutput, EfficientAttention
-from .local_window import RankOrder, exact_weights
+from .local_window import RankOrder, at_least_float32, exact_weights
 
 
 class KernelAttention(EfficientAttention):
@@ -57,14 +57,16 @@ class KernelAttention(EfficientAttention):
                projections=None) -> AttentionOutput:
         query, key, value = projections or self.project(hidden_states)
         query, keys = self.kernel_features(query, key, padding_mask)
-        keep = self.key_dropout(keys)
-        dropped = keys if keep is None else keys * keep
-        summary = torch.matmul(dropped.transpose(-1, -2), value)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
-        normaliser = self.normaliser(torch.matmul(query, keys.sum(2).unsqueeze(-1)))  # [B, h, N, 1]
-        context = torch.matmul(query, summary) / normaliser
-        attentions = None
-        if output_attentions:
-            attentions = torch.matmul(query, keys.transpose(-1, -2)) / normaliser
+        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
+            query, keys, values = (at_least_float32(x) for x in (query, keys, value))
+            keep = self.key_dropout(keys)
+            dropped = keys if keep is None else keys * keep
+            summary = torch.matmul(dropped.transpose(-1, -2), values)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
+            normaliser = self.normaliser(torch.matmul(query, keys.sum(2).unsqueeze(-1)))  # [B, h, N, 1]
+            context = (torch.matmul(query, summary) / normaliser).to(value.dtype)
+            attentions = None
+            if output_attentions:
+                attentions = (torch.matmul(query, keys.transpose(-1, -2)) / normaliser).to(value.dtype)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
 
     def attend_with_window(self, hidden_states, padding_mask=None, state=None,
@@ -80,7 +82,15 @@ class KernelAttention(EfficientAttention):
         if self.parts == "window":
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)
-        query_features, key_features = self.kernel_features(query, key, padding_mask)
+        features = self.kernel_features(query, key, padding_mask)
+        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
+            return self.shared_normaliser_attention(query, key, value, *features, padding_mask, output_attentions)
+
+    def shared_normaliser_attention(self, query, key, value, query_features, key_features, padding_mask,
+                                    output_attentions) -> AttentionOutput:
+        """:meth:`attend_with_window`'s computation from the projections and the mechanism's features ``[B, h, N,
+        *]``, its sums in at least float32, the context returned in the projections' dtype."""
+        query_features, key_features = at_least_float32(query_features), at_least_float32(key_features)
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
@@ -97,11 +107,11 @@ class KernelAttention(EfficientAttention):
         if self.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
             terms = terms - block_weight * blocks.products(query_features, key_features)
         terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
-        dropped = key_features if keep is None else key_features * keep
-        everywhere = query_features @ (dropped.transpose(-1, -2) @ value)  # the mechanism over every key, [B, h, N, d]
+        dropped, values = key_features if keep is None else key_features * keep, at_least_float32(value)
+        everywhere = query_features @ (dropped.transpose(-1, -2) @ values)  # the mechanism over every key, [B, h, N, d]
         everywhere_sums = query_features @ key_features.sum(2).unsqueeze(-1)  # [B, h, N, 1]
         kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
-        numerator = blocks.weighted(kept, value) + weight * everywhere
+        numerator = blocks.weighted(kept, values) + weight * everywhere
         denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
         context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
         context = self.window.with_global_rows(context.to(value.dtype), query, key, value, blocks, self.dropout)

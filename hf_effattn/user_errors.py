@@ -64,7 +64,7 @@ class OneLineParser(argparse.ArgumentParser):
 def refuse_options_without(given: list[str], purpose: str, needed: str) -> None:
     """Raise the ``ValueError`` of options ``given`` that act only on ``purpose``, which the ``needed`` option (not
     given) would run: they would do nothing."""
-    raise ValueError(f"The option(s) {', '.join(given)} act only on {purpose}: add {needed} to run one, or drop them.")
+    raise ValueError(f"The option(s) {', '.join(given)} act only on {purpose}: add {needed}, or drop them.")
 
 
 def run_script(main) -> None:

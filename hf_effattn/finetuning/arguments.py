@@ -38,10 +38,10 @@ def attention_config_value(text: str) -> dict:
 
 
 def settle_model_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """After parsing: the transfer's options checked (:func:`check_transfer_options`); ``args.attention_config_file``,
-    the settings file ``--attention_config`` names (or None), kept as an input of the run; ``args.attention_config``,
-    its settings with the window options merged in."""
-    check_transfer_options(args, parser)
+    """After parsing: options that would do nothing refused (:func:`check_dependent_options`);
+    ``args.attention_config_file``, the settings file ``--attention_config`` names (or None), kept as an input of the
+    run; ``args.attention_config``, its settings with the window options merged in."""
+    check_dependent_options(args, parser)
     args.attention_config_file = getattr(args.attention_config, "path", None)
     args.attention_config = with_window_settings(args.attention_config, args)
 
@@ -187,15 +187,21 @@ def check_against_model(args: argparse.Namespace, config) -> None:
         check_window_dropout_of(config, getattr(args, option), f"--{option}")
 
 
-TRANSFER_OPTIONS = ("attention_transfer_learning_rate", "attention_transfer_train", "attention_transfer_window_dropout")
+DEPENDENT_OPTIONS = {  # an option -> the options that act only with it, what it runs, and how to give it
+    "attention_transfer_steps": (("attention_transfer_learning_rate", "attention_transfer_train",
+                                  "attention_transfer_window_dropout"), "an attention transfer",
+                                 "--attention_transfer_steps N"),
+    "lora_r": (("lora_alpha", "lora_dropout"), "a LoRA adapter", "--lora_r R"),  # --lora_target_modules: lora.py
+}
 
 
-def check_transfer_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """Refuse the attention transfer's options, set to other than their defaults, without
-    ``--attention_transfer_steps``: they would do nothing."""
-    given = [f"--{name}" for name in TRANSFER_OPTIONS if getattr(args, name) != parser.get_default(name)]
-    if given and not args.attention_transfer_steps:
-        refuse_options_without(given, "an attention transfer", "--attention_transfer_steps N")
+def check_dependent_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse options set to other than their defaults while the option they act with is not given
+    (:data:`DEPENDENT_OPTIONS`): they would do nothing."""
+    for needed, (options, purpose, how) in DEPENDENT_OPTIONS.items():
+        given = [f"--{name}" for name in options if getattr(args, name) != parser.get_default(name)]
+        if given and not getattr(args, needed):
+            refuse_options_without(given, purpose, how)
 
 
 def run_inputs(args: argparse.Namespace) -> list[Input]:

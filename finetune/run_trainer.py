@@ -44,6 +44,7 @@ from hf_effattn.finetuning.lora import (
     lora_settings,
     save_adapter_folder,
 )
+from hf_effattn.finetuning.fingerprint import fingerprint_differences, model_shape
 from hf_effattn.finetuning.loop import check_mixed_precision
 from hf_effattn.finetuning.models import classifier_config, load_text_classifier, load_tokenizer
 from hf_effattn.finetuning.publishing import publish_folder, repository_name
@@ -51,7 +52,6 @@ from hf_effattn.finetuning.run import attention_transfer, check_inputs_found, pr
 from hf_effattn.finetuning.text_data import add_text_data_arguments, prepare_text_data
 from hf_effattn.hybrid_parts import WindowDropout, check_mechanism_weights, mechanism_weights, only_part
 from hf_effattn.model_cards import TEXT_CLASSIFICATION, CardContent, card_license, card_writer
-from hf_effattn.modeling.attentions import build_settings
 from hf_effattn.output_folders import OutputFolder
 from hf_effattn.user_errors import run_script
 
@@ -175,19 +175,17 @@ class WindowDropoutEachStep(TrainerCallback):
 
 
 def check_trainer_resume(checkpoint: str | None, config) -> None:
-    """Refuse, before anything loads, a ``--resume_from_checkpoint`` folder whose model was saved with another
-    attention (mechanism, window or any other setting) than the ``config`` this run builds."""
+    """Refuse, before anything loads, a ``--resume_from_checkpoint`` folder whose model was saved with other shapes or
+    another attention (mechanism, window or any other setting) than the ``config`` this run builds."""
     saved_file = Path(checkpoint or "") / "config.json"
     if not checkpoint or not saved_file.is_file():
         return
-    saved = json.loads(saved_file.read_text())
-    kind = saved.get("attention_type", "sdpa")
-    saved_settings = build_settings(kind, saved.get("attention_config")).to_dict()
-    if (kind, saved_settings) != (config.attention_type, config.attention_config):
-        raise ValueError(f"Cannot resume from {checkpoint}: its model was saved with attention_type={kind!r}, "
-                         f"attention_config={saved_settings}, and this run builds attention_type="
-                         f"{config.attention_type!r}, attention_config={config.attention_config}: resume with that "
-                         "run's --attention_type, --attention_config and window options, or start a new run.")
+    saved = type(config).from_dict(json.loads(saved_file.read_text()))  # its defaults filled in, as this run's are
+    differences = fingerprint_differences(model_shape(saved.to_dict()), model_shape(config.to_dict()))
+    if differences:
+        raise ValueError(f"Cannot resume from {checkpoint}: its model was saved with other settings than this run "
+                         f"builds: {'; '.join(differences)}. Resume with that run's model and attention options "
+                         "(--attention_type, --attention_config, the window options), or start a new run.")
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:

@@ -40,21 +40,23 @@ ADDED_LATER = frozenset({"model"})  # entries that checkpoints of earlier versio
 
 
 def model_fingerprint(name_or_path: str) -> dict | None:
-    """What fixes the shapes of the model a run starts from, from its ``config.json``: every integer (or list of
-    integers) and its attention; ``None`` for a preset, whose shapes are the package's."""
+    """What fixes the shapes of the model a run starts from, from its ``config.json`` (:func:`model_shape`); ``None``
+    for a preset, whose shapes are the package's."""
     from transformers import PreTrainedConfig
 
     from .models import is_preset
 
-    if is_preset(name_or_path):
-        return None
-    source = PreTrainedConfig.get_config_dict(name_or_path)[0]
+    return None if is_preset(name_or_path) else model_shape(PreTrainedConfig.get_config_dict(name_or_path)[0])
 
+
+def model_shape(config_dict: dict) -> dict:
+    """What of a model's ``config.json`` fixes its weights' shapes and what they compute: every integer (or list of
+    integers) and its attention."""
     def is_size(value) -> bool:
         values = value if isinstance(value, list) else [value]
         return all(isinstance(item, int) and not isinstance(item, bool) for item in values)
 
-    return {key: value for key, value in sorted(source.items())
+    return {key: value for key, value in sorted(config_dict.items())
             if is_size(value) or key in ("attention_type", "attention_config")}
 
 

@@ -27,6 +27,7 @@ import hf_effattn
 from hf_effattn.commands import main as cli
 from hf_effattn.conversion import convert
 from hf_effattn.finetuning import masked_lm
+from hf_effattn.finetuning.models import classifier_config
 from hf_effattn.hybrid_parts import check_mechanism_weights
 from hf_effattn.user_errors import TrainingDiverged
 
@@ -158,8 +159,11 @@ def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_pat
         tiny_text_checkpoint(), attention_type="kerformer", local_window=16).save_pretrained(checkpoint)
     refused(load_script("run_trainer").main, trainer_argv(tmp_path / "out", "--local_window", "30",
                                                            "--resume_from_checkpoint", str(checkpoint)),
-            [tmp_path / "out", checkpoint], r"Cannot resume from .*checkpoint-2: its model was saved with "
-            r"attention_type='kerformer', attention_config=\{'local_window': 16, .*this run builds .*'local_window': 30")
+            [tmp_path / "out", checkpoint], r"Cannot resume from .*checkpoint-2: its model was saved with other settings "
+            r"than this run builds: attention_config local_window: 16 in the checkpoint, 30 now\. Resume with")
+    script = load_script("run_trainer")
+    _, options = script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16"))
+    script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))  # the same model: resumes
 
 
 def test_run_trainer_takes_window_dropout_and_names_the_options_it_does_not_take(tmp_path):

@@ -16,7 +16,38 @@ The model code itself lives in the flat folder ``modeling/`` at the top of the r
 ``hf_effattn.modeling``, so that saved checkpoints carry it as remote code.
 """
 
+import configparser
+import importlib.util
+import sys
+from pathlib import Path
+
 import transformers
+
+
+def _map_checkout_subpackages() -> None:
+    """Python started in a source checkout imports this folder, not the installed package; the checkout keeps
+    ``modeling/`` and ``model_cards/`` beside it, and only an install maps them into the package (``setup.cfg``'s
+    ``package_dir``; an editable install keeps mapping them). Without one (``pip install .``, then Python started in
+    the checkout's root), map them from their folders here, as ``setup.cfg`` does."""
+    setup = Path(__file__).resolve().parents[1] / "setup.cfg"
+    if not setup.is_file():
+        return
+    config = configparser.ConfigParser()
+    config.read(setup)
+    for line in config["options"]["package_dir"].strip().splitlines():
+        name, folder = (part.strip() for part in line.split("="))
+        if importlib.util.find_spec(name) is not None:
+            continue
+        spec = importlib.util.spec_from_file_location(name, setup.parent / folder / "__init__.py",
+                                                      submodule_search_locations=[str(setup.parent / folder)])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module
+        spec.loader.exec_module(module)
+        package, _, subpackage = name.rpartition(".")
+        setattr(sys.modules[package], subpackage, module)
+
+
+_map_checkout_subpackages()
 
 from .modeling.attentions import (
     AttentionOutput,

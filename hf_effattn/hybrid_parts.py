@@ -23,6 +23,8 @@ import torch
 from torch import nn
 
 from .modeling.attention_base import EfficientAttention
+from .modeling.encoder import EffAttnAttention
+from .user_errors import TrainingDiverged
 
 PARTS = ("window", "mechanism")
 
@@ -75,8 +77,19 @@ def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dr
     """Raise unless ``rate`` is a share in [0, 1), and, when above 0, ``model`` has a hybrid layer to act on."""
     WindowDropout(rate)
     if rate > 0 and not has_hybrid_layers(model):
-        raise ValueError(f"{option}={rate} acts on a local window beside the mechanism, and this model has none: set "
-                         "local_window (e.g. --local_window 128), or drop the option.")
+        name = next(module.name for module in model.modules() if isinstance(module, EfficientAttention))
+        raise ValueError(f"{option}={rate} acts on a local window beside the mechanism, and this {name!r} model has "
+                         "none: set local_window (e.g. --local_window 128), or drop the option.")
+
+
+def check_window_dropout_of(config, rate: float, option: str = "window_dropout") -> None:
+    """:func:`check_window_dropout` for a model of ``config`` before it exists: on its first layer's attention (which
+    has the window when any layer has), built on the meta device (nothing allocated)."""
+    if not rate:
+        return
+    with torch.device("meta"):
+        attention = EffAttnAttention(config, layer_idx=0, post_norm=True)
+    check_window_dropout(attention, rate, option)
 
 
 def mechanism_weights(model: nn.Module) -> list[list[float] | None]:
@@ -113,12 +126,13 @@ def with_mechanism_weight_group(groups: list[dict], model: nn.Module, learning_r
     return [group for group in kept if group["params"]] + [gate_group]
 
 
-def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate") -> None:
-    """Raise ``FloatingPointError`` naming the first layer whose mechanism weight is NaN or infinite (one host-device
-    sync for all layers)."""
+def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate", step: int | None = None) -> None:
+    """Raise :class:`~hf_effattn.user_errors.TrainingDiverged` naming the first layer whose mechanism weight is NaN or
+    infinite, and the training ``step`` when given (one host-device sync for all layers)."""
     layers = hybrid_layers(model)
     if not layers or bool(torch.isfinite(torch.cat([layer.window.mechanism_logit for layer in layers])).all()):
         return
     layer = next(layer for layer in layers if not bool(torch.isfinite(layer.window.mechanism_logit).all()))
-    raise FloatingPointError(f"The mechanism weight of layer {layer.layer_idx} (window.mechanism_logit) became "
-                             f"{layer.window.mechanism_logit.detach().tolist()} in training: {fix}.")
+    at_step = "" if step is None else f" at step {step}"
+    raise TrainingDiverged(f"The mechanism weight of layer {layer.layer_idx} (window.mechanism_logit) became "
+                           f"{layer.window.mechanism_logit.detach().tolist()}{at_step}: training diverged; {fix}.")

@@ -11,19 +11,18 @@ Checked before anything loads (:func:`check_output_folder`):
 * a path that is a file is refused;
 * a folder that holds files is written only by a command that continues what it holds (a fine-tuning run
   resumed with ``--resume_from_checkpoint``), or that replaces it (``--overwrite_output_dir``), and then *whole*:
-  the new folder is written beside it (``.<name>.partial``) and renamed into its place once it holds something
-  to put there (:class:`OutputFolder`): a conversion once complete, a training run at its first checkpoint or its
-  final save. Until then the previous folder is as it was; a command that fails or is killed before leaves it so.
+  the new content is written apart (:class:`OutputFolder`) and put in its place once it holds something to put
+  there: a conversion once complete, a training run at its first checkpoint or its final save. Until then the
+  previous content is as it was; a command that fails or is killed before leaves it so.
 
 Fine-tuning runs (``resumable``): a folder whose final model (:data:`MODEL_FILES`) is saved holds a *finished* run,
 which only ``--overwrite_output_dir`` replaces (or, with ``--resume_from_checkpoint``, continues), unless the model
 card that every run writes last (:data:`CARD_FILE`) is missing while the run's ``checkpoints/`` are there: then its
 final save was *interrupted*, and ``--resume_from_checkpoint latest`` finishes it.
 
-Renames are what make a kill at any moment safe: a folder is renamed into place complete
-(:func:`move_into_place`), and a folder it replaces is moved aside first (``.<name>.replaced``) and removed after.
-A kill in the instant between the two renames leaves the previous folder whole beside its place: the next command
-writing there puts it back (:func:`restore_interrupted`) before it checks the folder.
+How a folder is replaced without loss on any filesystem (beside it and renamed, or in place for a symbolic link, a
+mount point or the working directory), and how the next command puts right what a kill left, is
+:mod:`hf_effattn.folder_replacement`'s.
 """
 
 from __future__ import annotations
@@ -36,8 +35,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-PARTIAL_SUFFIX = ".partial"
-REPLACED_SUFFIX = ".replaced"
+from .folder_replacement import PARTIAL_SUFFIX, commit_staging, restore_interrupted, staging_folder, temporary_sibling
+
 CHECKPOINTS_DIR = "checkpoints"  # a fine-tuning run's checkpoints, under its output folder
 RESULTS_FILE = "all_results.json"
 CARD_FILE = "README.md"  # the model card: the last file a run's final save writes
@@ -58,36 +57,6 @@ class Input:
     def local_path(self) -> Path | None:
         """The input's resolved local path, or ``None`` where it is not on this machine (a Hub id, unset)."""
         return Path(self.path).resolve() if self.path is not None and Path(self.path).exists() else None
-
-
-def temporary_sibling(folder: Path, suffix: str) -> Path:
-    """A hidden folder beside ``folder`` for its replacement (``.partial``) or its previous copy (``.replaced``)."""
-    return folder.with_name(f".{folder.name}{suffix}")
-
-
-def move_into_place(partial: Path, folder: Path) -> None:
-    """Rename the complete folder ``partial`` to ``folder``; an existing ``folder`` is moved aside first and removed
-    after, so that a kill in between leaves ``folder`` missing and its previous content whole beside it."""
-    replaced = temporary_sibling(folder, REPLACED_SUFFIX)
-    shutil.rmtree(replaced, ignore_errors=True)
-    if folder.exists():
-        os.replace(folder, replaced)
-    os.replace(partial, folder)
-    shutil.rmtree(replaced, ignore_errors=True)
-
-
-def restore_interrupted(output_dir) -> None:
-    """Undo what a command killed while writing ``output_dir`` left: its unfinished new folder is removed; the
-    previous folder it had moved aside is put back, or removed when the new one had reached its place."""
-    folder = Path(output_dir)
-    replaced = temporary_sibling(folder, REPLACED_SUFFIX)
-    if replaced.is_dir():
-        if folder.exists():
-            shutil.rmtree(replaced)
-        else:
-            os.replace(replaced, folder)
-            logger.warning(f"Put back {folder}, which a command killed while replacing it had moved aside.")
-    shutil.rmtree(temporary_sibling(folder, PARTIAL_SUFFIX), ignore_errors=True)
 
 
 def check_not_an_input(output_dir, inputs: list[Input]) -> None:
@@ -113,7 +82,7 @@ def check_not_an_input(output_dir, inputs: list[Input]) -> None:
 
 def prepare_output_folder(output_dir, inputs: list[Input], overwrite_output_dir: bool,
                           resuming: bool | None = None) -> bool:
-    """Put back a folder that a killed command moved aside (:func:`restore_interrupted`), then
+    """Put right what a killed command left (:func:`~hf_effattn.folder_replacement.restore_interrupted`), then
     :func:`check_output_folder`."""
     restore_interrupted(output_dir)
     return check_output_folder(output_dir, inputs, overwrite_output_dir, resuming)
@@ -128,6 +97,9 @@ def check_output_folder(output_dir, inputs: list[Input], overwrite_output_dir: b
     run continues the one saved there (``--resume_from_checkpoint``)."""
     folder = Path(output_dir)
     check_not_an_input(folder, inputs)
+    if folder.is_symlink() and not folder.exists():
+        raise ValueError(f"--output_dir {output_dir} is a link to {os.readlink(folder)}, which does not exist: create "
+                         "that folder, or choose another --output_dir.")
     if folder.exists() and not folder.is_dir():
         raise ValueError(f"--output_dir {output_dir} is a file, not a folder: choose another --output_dir.")
     if not folder.is_dir() or not any(folder.iterdir()):
@@ -177,16 +149,18 @@ def check_run_folder(folder: Path, overwrite_output_dir: bool, resuming: bool) -
 @dataclass
 class OutputFolder:
     """Where a command writes the folder ``final``: in place, or, while it replaces a previous folder, into the
-    ``staging`` folder beside it, which :meth:`commit` renames into its place."""
+    ``staging`` folder beside it (inside it for a symbolic link, a mount point or the working directory), which
+    :meth:`commit` puts in its place."""
 
     final: Path
     staging: Path | None = None
 
     @classmethod
     def replacing(cls, final, replaces: bool) -> "OutputFolder":
-        """Write ``final`` in place, or, when ``replaces``, into a new staging folder beside it."""
+        """Write ``final`` in place, or, when ``replaces``, into a new staging folder
+        (:func:`~hf_effattn.folder_replacement.staging_folder`)."""
         final = Path(final)
-        return cls(final, temporary_sibling(final, PARTIAL_SUFFIX) if replaces else None)
+        return cls(final, staging_folder(final) if replaces else None)
 
     @property
     def path(self) -> Path:
@@ -198,12 +172,12 @@ class OutputFolder:
         return self.final / Path(path).relative_to(self.path)
 
     def commit(self, main_process: bool = True) -> None:
-        """Put the staging folder in place of ``final``, whole (the main process renames; every process then writes
-        in place). Does nothing once in place."""
+        """Put the staging folder in place of ``final``, whole (the main process moves it; every process then writes
+        in place). Does nothing once in place. A move that fails keeps the new content, named in the ``OSError``."""
         if self.staging is None:
             return
         if main_process:
-            move_into_place(self.staging, self.final)
+            commit_staging(self.staging, self.final)
             logger.info(f"Replaced {self.final} whole with the new folder.")
         self.staging = None
 

@@ -14,7 +14,8 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
   updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
   ones (timm would store it unread). ``local_window`` and ``global_tokens`` (every mechanism's window settings)
-  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``. Transformers'
+  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``; given there too with
+  another value, they raise. Transformers'
   ``attn_implementation="eager"`` / ``"sdpa"`` picks that mechanism when the name does not pick another; other
   values raise. ``pretrained=True`` raises: presets have no weights.
 
@@ -35,7 +36,7 @@ from typing import Any
 from . import model_classes
 from .deprecation import moved_names
 from .modeling.attentions import list_attentions
-from .modeling.configuration_effattn import WINDOW_SETTINGS
+from .modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
 
 # Moved to model_classes, still served here with a DeprecationWarning for one release.
 __getattr__ = moved_names(__name__, dict.fromkeys(("TASKS", "FAMILIES", "model_class"), "hf_effattn.model_classes"))
@@ -153,10 +154,8 @@ def create_config(name: str, **overrides):
     config_class = model_classes.FAMILIES[architecture.family][0]
     window = {setting: overrides.pop(setting) for setting in WINDOW_SETTINGS if setting in overrides}
     check_config_names(config_class, overrides)
-    attention_config = {
-        **architecture.attention_overrides.get(attention_type, {}), **(overrides.pop("attention_config", None) or {}),
-        **window,
-    }
+    attention_config = {**architecture.attention_overrides.get(attention_type, {}),
+                        **(merge_window_settings(overrides.pop("attention_config", None), window) or {})}
     values = {**architecture.config, **overrides}
     return config_class(attention_type=attention_type, attention_config=attention_config, **values)
 

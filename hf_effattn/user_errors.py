@@ -3,8 +3,9 @@ option errors are one line, and the report of a user error as one line and exit 
 are :mod:`hf_effattn.argument_types`).
 
 A *user error* is an exception of a type in :data:`USER_ERRORS`: the ``ValueError`` / ``TypeError`` that
-the package (and Transformers, datasets, huggingface_hub) raise for bad input, and the ``OSError`` family
-(a missing file or folder, an unknown Hub id, no network). Anything else (``RuntimeError``, ``KeyError``,
+the package (and Transformers, datasets, huggingface_hub) raise for bad input (a training run that diverges,
+:class:`TrainingDiverged`, among them), and the ``OSError`` family (a missing file or folder, an unknown Hub id, no
+network). Anything else (``RuntimeError``, ``KeyError``,
 ``ZeroDivisionError``, ...) is a bug and keeps its traceback. ``hf-effattn --debug`` or the environment
 variable ``HF_EFFATTN_DEBUG=1`` shows the traceback of user errors too.
 """
@@ -20,6 +21,12 @@ from pathlib import Path
 USER_ERRORS = (ValueError, TypeError, OSError)
 DEBUG_VARIABLE = "HF_EFFATTN_DEBUG"
 USAGE_STATUS = 2  # as argparse exits on a bad option
+
+
+class TrainingDiverged(ValueError, FloatingPointError):
+    """A training run whose loss or weights stopped being finite numbers, stopped at that step: the learning rate (or
+    the data) is the user's to change, so it is a user error (a ``ValueError``); also a ``FloatingPointError``, as such
+    a stop was raised before."""
 
 
 def debugging() -> bool:
@@ -66,6 +73,12 @@ class OneLineParser(argparse.ArgumentParser):
 
     def error(self, message: str):
         self.exit(USAGE_STATUS, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+
+
+def refuse_options_without(given: list[str], purpose: str, needed: str) -> None:
+    """Raise the ``ValueError`` of options ``given`` that act only on ``purpose``, which the ``needed`` option (not
+    given) would run: they would do nothing."""
+    raise ValueError(f"The option(s) {', '.join(given)} act only on {purpose}: add {needed}, or drop them.")
 
 
 def run_script(main) -> None:

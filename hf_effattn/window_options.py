@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import argparse
 
-from .argument_types import open_interval, positive_int
-from .modeling.configuration_effattn import WINDOW_SETTINGS
+from .argument_types import non_negative_int, open_interval, positive_int
+from .modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
 
 CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
+
 
 
 def block_size(text: str) -> int | str:
@@ -22,19 +23,11 @@ def with_window_settings(attention_config: dict | None, options: argparse.Namesp
     """``--attention_config`` with the local-part options of the parsed ``options`` merged in (None when none is
     given); ``--local_block`` without S becomes the checkpoint's own length (:func:`checkpoint_block`, of
     ``options.checkpoint`` or ``options.model_name_or_path``); a setting given in both places with two values
-    raises."""
-    settings = dict(attention_config or {})
-    for name in WINDOW_SETTINGS:
-        value = getattr(options, name)
-        if value is None:
-            continue
-        if value == CHECKPOINT_BLOCK:
-            value = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)
-        if settings.get(name, value) != value:
-            raise ValueError(f"--{name} {value} contradicts {name}={settings[name]!r} in --attention_config: give it "
-                             "once.")
-        settings[name] = value
-    return settings or None
+    raises (:func:`~hf_effattn.modeling.configuration_effattn.merge_window_settings`)."""
+    window = {name: getattr(options, name) for name in WINDOW_SETTINGS}
+    if window["local_block"] == CHECKPOINT_BLOCK:
+        window["local_block"] = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)
+    return merge_window_settings(attention_config, window, given_as="--{name} {value}", where="--attention_config")
 
 
 def checkpoint_block(checkpoint: str) -> int:
@@ -67,9 +60,9 @@ def add_window_arguments(group) -> None:
                             "them as a memory (instead of --local_window). Without S: the checkpoint's own length, "
                             "so that with --max_length the converted model starts as the checkpoint reading the "
                             "input in chunks of that length; with attention 'local', it is that chunked reader.")
-    group.add_argument("--global_tokens", type=positive_int, default=None, metavar="G",
+    group.add_argument("--global_tokens", type=non_negative_int, default=None, metavar="G",
                        help="With --local_window or --local_block: the first G tokens ([CLS]) attend to, and are "
-                            "attended by, every token exactly.")
+                            "attended by, every token exactly (default 0: none).")
     group.add_argument("--local_window_every", type=positive_int, default=None, metavar="K",
                        help="With --local_window: the window in layers 0, K, 2K, ... only, the others running the "
                             "mechanism alone (default: 1, every layer).")

@@ -67,6 +67,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -77,6 +78,10 @@ from .fast_paths import run_fast, takes_fast_path
 from .local_blocks import LocalBlocks
 from .local_window import LocalPart, LocalWindow
 from .settings import Spec, checked, setting  # noqa: F401 (mechanisms import ``setting`` from here)
+
+# True while a model is built at its checkpoint's size to be extended at once (``from_pretrained(..., max_length=N)``,
+# ``pretrained.py``): the window is checked against the length the model will take, once extended, not this one.
+WINDOW_CHECKED_WHEN_EXTENDED = ContextVar("WINDOW_CHECKED_WHEN_EXTENDED", default=False)
 
 
 @dataclass
@@ -127,7 +132,7 @@ class AttentionSettings:
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
         """Raise ``ValueError`` for values that do not fit the model's shape: the window's, then the mechanism's."""
-        self.check_window(max_length)
+        self.check_window(None if WINDOW_CHECKED_WHEN_EXTENDED.get() else max_length)
         self.check_shape(hidden_size, num_heads, max_length)
 
     def check_shape(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
@@ -154,6 +159,8 @@ class AttentionSettings:
         require(self.local_block is None or self.global_tokens <= self.local_block, "global_tokens",
                 self.global_tokens,
                 f"at most local_block={self.local_block} (the global tokens lie in the first block)")
+        require(not max_length or self.global_tokens <= max_length, "global_tokens", self.global_tokens,
+                f"at most the model's maximum length {max_length}")
         require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
                 self.local_window_every, "1 without a local window (it chooses the layers that get one; blocks are in "
                 "every layer): set local_window too")

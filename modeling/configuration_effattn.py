@@ -41,6 +41,26 @@ from .settings import Spec, checked
 # (``attention_base.AttentionSettings``), also accepted as keyword arguments.
 WINDOW_SETTINGS = ("local_window", "global_tokens", "local_window_every", "local_block", "initial_mechanism_weight")
 
+
+def merge_window_settings(attention_config: dict | None, window: dict, given_as: str = "{name}={value!r}",
+                          where: str = "attention_config") -> dict | None:
+    """``attention_config`` with the window settings ``window`` (name -> value, ``None`` for not given) merged in
+    (``attention_config`` itself when none is given). One answer per setting: a setting given in both with two
+    values raises a ``ValueError`` that names both, ``given_as`` spelling the keyword (e.g. ``"--{name} {value}"``)
+    and ``where`` the settings."""
+    if all(value is None for value in window.values()):
+        return attention_config
+    settings = dict(attention_config or {})
+    for name, value in window.items():
+        if value is None:
+            continue
+        if settings.get(name, value) != value:
+            raise ValueError(f"{given_as.format(name=name, value=value)} contradicts {name}={settings[name]!r} in "
+                             f"{where}: give it once.")
+        settings[name] = value
+    return settings
+
+
 # The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
 CONFIG_SPECS = {
     "num_hidden_layers": Spec(int, minimum=0),
@@ -94,22 +114,31 @@ class EffAttnConfigMixin:
             f"{saved.input_size}); {self.smaller_inputs_fix.format(size=self.input_size)}."
         )
 
+    def __post_init__(self, **kwargs):
+        """Transformers' set-up, then the attention's: a window setting given as a keyword (``local_window=128``)
+        goes into ``attention_config`` (:func:`merge_window_settings`: given there too with another value, it
+        raises), never into a config key of its own; then :meth:`setup_attention`."""
+        window = {name: kwargs.pop(name) for name in WINDOW_SETTINGS if name in kwargs}
+        self.attention_config = merge_window_settings(self.attention_config, window)
+        super().__post_init__(**kwargs)
+        self.setup_attention()
+
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
         """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
         or a local part's setting (:data:`WINDOW_SETTINGS`: ``local_window``, ``local_block``, ...) among ``kwargs`` (as
         ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them;
         ``None`` keeps the saved value) takes the saved one's place before validation. Settings update the saved
-        ones key by key; another ``attention_type`` starts from its own defaults, never from the saved mechanism's
+        ones key by key (a window setting given both in ``attention_config`` and as a keyword, with two values,
+        raises); another ``attention_type`` starts from its own defaults, never from the saved mechanism's
         settings."""
         config_dict = dict(config_dict)
         attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
-        window = {name: value for name in WINDOW_SETTINGS if (value := kwargs.pop(name, None)) is not None}
+        given = merge_window_settings(attention_config, {name: kwargs.pop(name, None) for name in WINDOW_SETTINGS})
         if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):
             config_dict.update(attention_type=attention_type, attention_config=None)
-        if attention_config is not None or window:
-            config_dict["attention_config"] = {
-                **(config_dict.get("attention_config") or {}), **(attention_config or {}), **window}
+        if given is not None:
+            config_dict["attention_config"] = {**(config_dict.get("attention_config") or {}), **given}
         return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:
@@ -153,10 +182,6 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
     size_argument = "max_length"
     size_fields = ("max_position_embeddings",)
     smaller_inputs_fix = "to use fewer tokens, truncate: tokenizer(..., truncation=True, max_length={size})"
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.setup_attention()
 
     def check_family(self) -> None:
         """With RoBERTa positions, ``pad_token_id`` must be a token id that leaves room for one position."""
@@ -209,10 +234,6 @@ class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
     size_argument = "image_size"
     size_fields = ("image_size",)
     smaller_inputs_fix = "to run it on smaller images, pass interpolate_pos_encoding=True to the model"
-
-    def __post_init__(self, **kwargs):
-        super().__post_init__(**kwargs)
-        self.setup_attention()
 
     def check_family(self) -> None:
         """``image_size`` and ``patch_size`` (each an integer or a (height, width) pair) give at least one patch."""

@@ -28,7 +28,7 @@ from __future__ import annotations
 import torch
 
 from .attention_base import AttentionOutput, EfficientAttention
-from .local_window import RankOrder
+from .local_window import RankOrder, at_least_float32
 
 
 class KernelAttention(EfficientAttention):
@@ -60,14 +60,16 @@ class KernelAttention(EfficientAttention):
                projections=None) -> AttentionOutput:
         query, key, value = projections or self.project(hidden_states)
         query, keys = self.kernel_features(query, key, padding_mask)
-        keep = self.key_dropout(keys)
-        dropped = keys if keep is None else keys * keep
-        summary = torch.matmul(dropped.transpose(-1, -2), value)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
-        normaliser = self.normaliser(torch.matmul(query, keys.sum(2).unsqueeze(-1)))  # [B, h, N, 1]
-        context = torch.matmul(query, summary) / normaliser
-        attentions = None
-        if output_attentions:
-            attentions = torch.matmul(query, keys.transpose(-1, -2)) / normaliser
+        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
+            query, keys, values = (at_least_float32(x) for x in (query, keys, value))
+            keep = self.key_dropout(keys)
+            dropped = keys if keep is None else keys * keep
+            summary = torch.matmul(dropped.transpose(-1, -2), values)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
+            normaliser = self.normaliser(torch.matmul(query, keys.sum(2).unsqueeze(-1)))  # [B, h, N, 1]
+            context = (torch.matmul(query, summary) / normaliser).to(value.dtype)
+            attentions = None
+            if output_attentions:
+                attentions = (torch.matmul(query, keys.transpose(-1, -2)) / normaliser).to(value.dtype)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
 
     def attend_with_window(self, hidden_states, padding_mask=None, state=None,
@@ -77,11 +79,12 @@ class KernelAttention(EfficientAttention):
         if self.parts == "window":
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)
-        query_features, key_features = self.kernel_features(query, key, padding_mask)
+        query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
-        context = self.window.attend_beside_kernel(query, key, value, query_features, key_features, padding_mask,
-                                                   weight, self.key_dropout, self.dropout,
-                                                   self.mechanism_outside_window)
+        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
+            context = self.window.attend_beside_kernel(query, key, value, query_features, key_features, padding_mask,
+                                                       weight, self.key_dropout, self.dropout,
+                                                       self.mechanism_outside_window)
         attentions = None
         if output_attentions:
             order = RankOrder(padding_mask, query.shape[0], query.shape[2], query.device)

@@ -276,8 +276,9 @@ class LocalWindow(LocalPart):
         with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
         outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
         g) F); with ``outside`` False the mechanism's terms cover every key. Inputs ``[B, h, N, *]`` in token
-        positions (key features zero at pads); ``key_dropout(like)``: the kept key columns ``[B, h, N, 1]`` or
-        None. Returns the context ``[B, h, N, d]`` in token positions; the global tokens' rows are exact."""
+        positions (key features zero at pads, in the dtype the sums run in: at least float32); ``key_dropout(like)``:
+        the kept key columns ``[B, h, N, 1]`` or None. Returns the context ``[B, h, N, d]`` in token positions, in
+        the values' dtype; the global tokens' rows are exact."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         blocks = self.blocks(order, length, query.device)
@@ -290,11 +291,11 @@ class LocalWindow(LocalPart):
         if outside:  # the mechanism's term for it (counted in `everywhere`)
             terms = terms - block_weight * blocks.products(query_features, key_features)
         terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
-        dropped = key_features if keep is None else key_features * keep
-        everywhere = query_features @ (dropped.transpose(-1, -2) @ value)  # the mechanism over every key, [B, h, N, d]
+        dropped, values = key_features if keep is None else key_features * keep, at_least_float32(value)
+        everywhere = query_features @ (dropped.transpose(-1, -2) @ values)  # the mechanism over every key, [B, h, N, d]
         everywhere_sums = query_features @ key_features.sum(2).unsqueeze(-1)  # [B, h, N, 1]
         kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
-        numerator = blocks.weighted(kept, value) + weight * everywhere
+        numerator = blocks.weighted(kept, values) + weight * everywhere
         denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
         context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
         context = self.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,

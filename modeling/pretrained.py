@@ -41,7 +41,8 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings, get_attention_class, list_attentions
-from .configuration_effattn import EffAttnConfigMixin
+from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin
+from .extension_checks import check_fits_in_memory, window_checked_when_extended
 from .local_window import LocalPart
 from .position_extension import extend_positions
 from .remote_code_files import trim_remote_code
@@ -141,12 +142,17 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         check_size_arguments(cls, kwargs)
         size = kwargs.pop(cls.config_class.size_argument, None)
         config = kwargs.pop("config", None)
-        if config is None:
-            config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
-        elif attention_type is not None or attention_config is not None:
-            raise ValueError("Pass attention_type/attention_config either inside `config` or as arguments, not both.")
-        saved = config.resized({name: source[name] for name in config.size_fields if name in source})
-        target = config if size is None else config.resized(config.size_values(size))
+        if config is not None and (attention_type is not None or attention_config is not None
+                                   or kwargs.keys() & set(WINDOW_SETTINGS)):
+            raise ValueError("Pass attention_type/attention_config (and the window settings) either inside `config` or "
+                             "as arguments, not both.")
+        with window_checked_when_extended(size is not None):  # at the size the model will take, below
+            if config is None:
+                config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
+            saved = config.resized({name: source[name] for name in config.size_fields if name in source})
+            target = config if size is None else config.resized(config.size_values(size))
+        target.setup_attention()
+        check_fits_in_memory(cls, target, saved)
         target.check_extends(saved, pretrained_model_name_or_path)
         if source_type == own_type:  # copied positions of ours are checked once loaded (check_block_alignment)
             check_same_attention(source, config, pretrained_model_name_or_path, convert_attention)
@@ -162,8 +168,9 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         extended to the planned one; the load report logged (see the module docstring)."""
         kwargs = dict(plan.kwargs)
         output_loading_info = kwargs.pop("output_loading_info", False)
+        extended = plan.target.input_size != plan.saved.input_size
         try:
-            with transformers_load_report_held_back():
+            with transformers_load_report_held_back(), window_checked_when_extended(extended):
                 model, info = super().from_pretrained(
                     plan.path, *model_args, config=plan.saved, output_loading_info=True, **kwargs
                 )
@@ -177,7 +184,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 "initialise them anew."
             ) from error
         info["position_extension"] = None
-        if plan.target.input_size != plan.saved.input_size:
+        if extended:
             info["position_extension"] = {
                 "argument": plan.target.size_argument, "from": plan.saved.input_size, "to": plan.target.input_size,
                 "parameters": extend_positions(model, plan.target),

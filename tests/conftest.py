@@ -8,6 +8,9 @@ import torch
 # The test models are tiny: intra-op threads gain nothing, and on a busy 2-core machine OpenMP's waiting
 # threads slow small operations down by up to two orders of magnitude (seen: 0.7 s -> 70 s for a Trainer run).
 torch.set_num_threads(1)
+# Tests compare runs bit for bit (a resumed run with an uninterrupted one, recomputed activations with stored ones):
+# PyTorch's deterministic kernels, wherever a device has a choice (a warning, not an error, for an op without one).
+torch.use_deterministic_algorithms(True, warn_only=True)
 
 
 def pytest_addoption(parser):

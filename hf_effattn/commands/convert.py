@@ -9,12 +9,13 @@ import argparse
 import json
 from pathlib import Path
 
-from ..argument_types import hub_id, positive_int
+from ..argument_types import hub_id, learning_rate, positive_int, share
 from ..conversion.convert import convert
 from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
 from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
 from ..model_classes import all_tasks
 from ..modeling.attentions import list_attentions
+from ..user_errors import refuse_options_without
 from ..window_options import add_window_arguments, with_window_settings
 
 
@@ -52,15 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                           help="texts or images: a .txt/.csv/.json/.jsonl/.parquet file, a dataset folder or a Hub "
                                "dataset id (default: no transfer); the options below need it")
     transfer.add_argument("--transfer_steps", type=positive_int, help="optimizer steps (default 1000)")
-    transfer.add_argument("--transfer_learning_rate", type=float, help="(default 3e-3)")
+    transfer.add_argument("--transfer_learning_rate", type=learning_rate, help="(default 3e-3)")
     transfer.add_argument("--transfer_train", choices=TRAINABLE,
                           help="what trains: the mechanism's new parameters, also its query/key/value projections "
                                "(default), or also the output projection")
     transfer.add_argument("--transfer_batch_size", type=positive_int, help="(default 16)")
-    transfer.add_argument("--transfer_window_dropout", type=float, metavar="P",
+    transfer.add_argument("--transfer_window_dropout", type=share, metavar="P",
                           help="with --local_window or --local_block: the share of steps on which the local part is "
                                "off, so that the mechanism learns to carry the attention alone (default 0)")
-    transfer.add_argument("--transfer_mechanism_weight_learning_rate", type=float, metavar="LR",
+    transfer.add_argument("--transfer_mechanism_weight_learning_rate", type=learning_rate, metavar="LR",
                           help="with --local_window or --local_block: the learning rate of the gates, each head's "
                                "weight on the mechanism's part, in a group of their own (default "
                                f"{MECHANISM_WEIGHT_LEARNING_RATE:g})")
@@ -86,8 +87,7 @@ def check_options(args) -> None:
     Python API's checks, run by :func:`convert` before anything loads, cover the other options.)"""
     given = [f"--{option}" for option in TRANSFER_OPTIONS if getattr(args, option) is not None]
     if args.transfer_data is None and given:
-        raise ValueError(f"The option(s) {', '.join(given)} act only on an attention transfer: add --transfer_data "
-                         "SOURCE to run one, or drop them.")
+        refuse_options_without(given, "an attention transfer", "--transfer_data SOURCE")
 
 
 def length_or_model(text: str) -> int | str:

@@ -41,11 +41,13 @@ from pathlib import Path
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from ..argument_types import MAX_LEARNING_RATE
 from ..hub_or_local import check_found, check_hub_id
-from ..hybrid_parts import mechanism_weights
+from ..hybrid_parts import check_window_dropout_of, mechanism_weights
 from ..model_cards import CardContent, card_base_model, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
-from ..modeling.configuration_effattn import pair
+from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair
+from ..modeling.settings import Spec, checked
 from ..output_folders import Input, prepare_output_folder, written_into_place
 from ..sentence_transformers_folder import copy_sentence_transformers_modules, sentence_embedding
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
@@ -96,6 +98,8 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     """
     check_found(checkpoint)
     check_hub_id(base_model)
+    window = {name: config_overrides.pop(name) for name in WINDOW_SETTINGS if name in config_overrides}
+    attention_config = merge_window_settings(attention_config, window)
     inputs = [Input("checkpoint", None, checkpoint),
               Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
     prepare_output_folder(output_dir, inputs, overwrite_output_dir)
@@ -110,10 +114,12 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     plan = loader.plan_load(checkpoint, attention_type, attention_config, convert_attention, config_dict=source,
                             ignore_mismatched_sizes=ignore_mismatched_sizes, output_loading_info=True, **size,
                             **config_overrides)
+    if transfer:
+        check_softmax(source.get("attention_type", "sdpa"), checkpoint)
+        check_window_dropout_of(plan.target, transfer.get("window_dropout", 0.0))
     processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
     if transfer:
-        check_softmax(source.get("attention_type", "sdpa"), checkpoint)
         loader_arguments, transfer_arguments = split_transfer(transfer)
         if family == "text":
             longest = plan.target.attention_max_length
@@ -160,7 +166,7 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
                   transfer: dict | None, config_overrides: dict) -> None:
     """Raise ``ValueError`` for a conversion that cannot run, or with a setting that would do nothing, before
     anything loads: settings ``attention_type`` does not have, ``num_labels`` for a head without labels, a transfer
-    without data or with unknown arguments."""
+    without data, with unknown arguments or with values out of range (:data:`TRANSFER_SPECS`)."""
     from ..modeling.attention_registry import build_settings
 
     settings = build_settings(attention_type, attention_config)
@@ -175,13 +181,22 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     if unknown:
         raise ValueError(f"Unknown transfer argument(s) {', '.join(unknown)}: known are "
                          f"{', '.join(transfer_argument_names())}.")
-    local = settings.local_window is not None or settings.local_block is not None
-    for name, option in (("window_dropout", "--transfer_window_dropout"),
-                         ("mechanism_weight_learning_rate", "--transfer_mechanism_weight_learning_rate")):
-        if transfer.get(name) and (not local or attention_type == "local"):
-            raise ValueError(f"{name}={transfer[name]} ({option}) acts on a local window or blocks beside the "
-                             f"mechanism, and this {attention_type!r} model has none: set local_window or local_block "
-                             "(e.g. --local_window 128), or drop the option.")
+    for name, spec in TRANSFER_SPECS.items():
+        if name in transfer:
+            checked(name, transfer[name], spec, where="transfer argument")
+    gates = (settings.local_window is not None or settings.local_block is not None) and attention_type != "local"
+    if "mechanism_weight_learning_rate" in transfer and not gates:
+        raise ValueError(f"mechanism_weight_learning_rate={transfer['mechanism_weight_learning_rate']} "
+                         "(--transfer_mechanism_weight_learning_rate) trains the gates beside a local window or blocks, "
+                         f"and this {attention_type!r} model has none: set local_window or local_block (e.g. "
+                         "--local_block), or drop the option.")
+
+
+TRANSFER_SPECS = {  # the transfer's arguments that a value out of range would make fail after the model loads
+    "steps": Spec(int, minimum=1), "batch_size": Spec(int, minimum=1),
+    "learning_rate": Spec(float, above=0, maximum=MAX_LEARNING_RATE),
+    "mechanism_weight_learning_rate": Spec(float, above=0, maximum=MAX_LEARNING_RATE),
+}
 
 
 def transfer_argument_names() -> list[str]:

@@ -8,25 +8,42 @@ import argparse
 import json
 from pathlib import Path
 
-from ..argument_types import hub_id, non_negative_int, positive_int
-from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
+from ..argument_types import hub_id, learning_rate, non_negative_float, non_negative_int, positive_int, share
+from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE, check_window_dropout_of
 from ..output_folders import Input
-from ..user_errors import OneLineParser
-from ..window_options import add_window_arguments
+from ..user_errors import OneLineParser, refuse_options_without
+from ..window_options import add_window_arguments, with_window_settings
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 
 
+class SettingsFile(dict):
+    """Settings read from the JSON file ``path``: a file the run reads (:func:`run_inputs`)."""
+
+    def __init__(self, settings: dict, path: str):
+        super().__init__(settings)
+        self.path = path
+
+
 def attention_config_value(text: str) -> dict:
-    """``--attention_config``: a JSON object, or the path of a JSON file holding one."""
-    source = Path(text).read_text() if not text.lstrip().startswith("{") and Path(text).is_file() else text
+    """``--attention_config``: a JSON object, or the path of a JSON file holding one (a :class:`SettingsFile`)."""
+    from_file = not text.lstrip().startswith("{") and Path(text).is_file()
     try:
-        value = json.loads(source)
+        value = json.loads(Path(text).read_text() if from_file else text)
     except json.JSONDecodeError as error:
         raise argparse.ArgumentTypeError(f"--attention_config is not valid JSON ({error}): {text!r}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"--attention_config must be a JSON object, got {text!r}.")
-    return value
+    return SettingsFile(value, text) if from_file else value
+
+
+def settle_model_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """After parsing: options that would do nothing refused (:func:`check_dependent_options`);
+    ``args.attention_config_file``, the settings file ``--attention_config`` names (or None), kept as an input of the
+    run; ``args.attention_config``, its settings with the window options merged in."""
+    check_dependent_options(args, parser)
+    args.attention_config_file = getattr(args.attention_config, "path", None)
+    args.attention_config = with_window_settings(args.attention_config, args)
 
 
 def checkpointing_value(text: str) -> int | str:
@@ -46,8 +63,9 @@ PROCESSOR_HELP = {  # the option naming another tokenizer (text scripts) or imag
 INPUT_OPTIONS = {  # option -> what it names: the files and folders a run reads
     "model_name_or_path": "model", "tokenizer_name": "tokenizer", "image_processor_name": "image processor",
     "dataset_name": "dataset", "train_file": "training data", "validation_file": "evaluation data",
-    "resume_from_checkpoint": "checkpoint to resume from",
+    "resume_from_checkpoint": "checkpoint to resume from", "attention_config_file": "attention settings file",
 }
+OPTION_NAMES = {"attention_config_file": "attention_config"}  # an input's attribute -> the option that names it
 
 
 def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) -> None:
@@ -77,28 +95,38 @@ def add_model_arguments(parser: argparse.ArgumentParser, processor_option: str) 
     group.add_argument("--attention_transfer_steps", type=non_negative_int, default=0,
                        help="Before fine-tuning, train the new attention for this many steps to reproduce the "
                             "checkpoint's softmax attention on the training inputs (no labels; default 0: none).")
-    group.add_argument("--attention_transfer_learning_rate", type=float, default=3e-3)
+    group.add_argument("--attention_transfer_learning_rate", type=learning_rate, default=3e-3)
     group.add_argument("--attention_transfer_train", choices=("mechanism", "attention", "attention_block"),
                        default="attention",
                        help="What the transfer trains: the mechanism's new parameters, also its query/key/value "
                             "projections (default), or also the output projection.")
-    group.add_argument("--attention_transfer_window_dropout", type=float, default=0.0, metavar="P",
+    group.add_argument("--attention_transfer_window_dropout", type=share, default=0.0, metavar="P",
                        help="With --local_window or --local_block: the share of transfer steps on which the local "
                             "part is switched off (default 0).")
-    group.add_argument("--attention_transfer_mechanism_weight_learning_rate", type=float,
+    group.add_argument("--attention_transfer_mechanism_weight_learning_rate", type=learning_rate,
                        default=MECHANISM_WEIGHT_LEARNING_RATE, metavar="LR",
                        help="With --local_window or --local_block: the learning rate of the gates in the transfer "
                             f"(default {MECHANISM_WEIGHT_LEARNING_RATE:g}).")
+    group.add_argument("--window_dropout", type=share, default=0.0, metavar="P",
+                       help="With a local window or blocks beside the mechanism: the share of training steps on which "
+                            "the local part is switched off, so that the mechanism keeps carrying weight (default 0; "
+                            "the draws depend on --seed and the step).")
+    group.add_argument("--mechanism_weight_learning_rate", type=learning_rate, default=MECHANISM_WEIGHT_LEARNING_RATE,
+                       metavar="LR",
+                       help="Beside a local window or blocks: the learning rate of each layer's gate, the per-head "
+                            "weight on the mechanism's part (no weight decay; default "
+                            f"{MECHANISM_WEIGHT_LEARNING_RATE:g}: at the other weights' rate it stays where it "
+                            "starts).")
 
 
 def add_lora_arguments(parser: argparse.ArgumentParser) -> None:
     """LoRA with PEFT instead of full fine-tuning (:mod:`hf_effattn.finetuning.lora`)."""
     group = parser.add_argument_group("LoRA (PEFT)")
-    group.add_argument("--lora_r", type=int, default=None,
+    group.add_argument("--lora_r", type=positive_int, default=None,
                        help="Train a LoRA adapter of this rank (plus the head and the attention's own parameters) "
                             "instead of the whole model; the output folder holds the adapter and its base.")
-    group.add_argument("--lora_alpha", type=int, default=16, help="LoRA's scaling numerator (default 16).")
-    group.add_argument("--lora_dropout", type=float, default=0.1, help="Dropout on LoRA's input (default 0.1).")
+    group.add_argument("--lora_alpha", type=positive_int, default=16, help="LoRA's scaling numerator (default 16).")
+    group.add_argument("--lora_dropout", type=share, default=0.1, help="Dropout on LoRA's input (default 0.1).")
     group.add_argument("--lora_target_modules", nargs="+", default=None, metavar="NAME",
                        help="The linear layers LoRA adapts, e.g. query value dense; default: the mechanism's "
                             "projections, query and value (value alone for psf, which has no query or key).")
@@ -109,8 +137,8 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("training")
     group.add_argument("--per_device_train_batch_size", type=positive_int, default=8)
     group.add_argument("--per_device_eval_batch_size", type=positive_int, default=8)
-    group.add_argument("--learning_rate", type=float, default=5e-5)
-    group.add_argument("--weight_decay", type=float, default=0.0)
+    group.add_argument("--learning_rate", type=learning_rate, default=5e-5)
+    group.add_argument("--weight_decay", type=non_negative_float, default=0.0)
     group.add_argument("--num_train_epochs", type=positive_int, default=3)
     group.add_argument("--max_train_steps", type=positive_int, default=None,
                        help="Total optimizer steps; overrides --num_train_epochs.")
@@ -118,16 +146,6 @@ def add_training_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--lr_scheduler_type", choices=SCHEDULER_TYPES, default="linear")
     group.add_argument("--num_warmup_steps", type=non_negative_int, default=0)
     group.add_argument("--seed", type=int, default=42)
-    group.add_argument("--window_dropout", type=float, default=0.0, metavar="P",
-                       help="With a local window beside the mechanism: the share of training steps on which the "
-                            "window is switched off, so that the mechanism keeps carrying weight (default 0; the "
-                            "draws depend on --seed and the step).")
-    group.add_argument("--mechanism_weight_learning_rate", type=float, default=MECHANISM_WEIGHT_LEARNING_RATE,
-                       metavar="LR",
-                       help="Beside a local window or blocks: the learning rate of each layer's gate, the per-head "
-                            "weight on the mechanism's part (no weight decay; default "
-                            f"{MECHANISM_WEIGHT_LEARNING_RATE:g}: at the other weights' rate it stays where it "
-                            "starts).")
     group.add_argument("--dataloader_num_workers", type=non_negative_int, default=0,
                        help="Worker processes that load (and augment) batches; 0 loads in the training process.")
     group.add_argument("--output_dir", required=True, help="Where checkpoints and the final Hub-ready folder go.")
@@ -169,14 +187,35 @@ def build_parser(description: str, add_data_arguments, processor_option: str) ->
 
 
 def check_against_model(args: argparse.Namespace, config) -> None:
-    """Options that the loaded model cannot honour, refused before training: a ``--max_length`` beyond the
+    """Options that the model's config cannot honour, refused before anything loads: a ``--max_length`` beyond the
     longest input its position embeddings take (``config.attention_max_length``: for RoBERTa
-    ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index)."""
+    ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index), and a window
+    dropout without a window beside the mechanism (:func:`~hf_effattn.hybrid_parts.check_window_dropout_of`)."""
     max_length, limit = getattr(args, "max_length", None), getattr(config, "attention_max_length", None)
     if max_length and limit and max_length > limit:
         raise ValueError(f"--max_length {max_length} is longer than the {limit} tokens {args.model_name_or_path} "
                          f"takes (max_position_embeddings {config.max_position_embeddings}): use --max_length "
                          f"{limit} or less.")
+    for option in ("window_dropout", "attention_transfer_window_dropout"):
+        check_window_dropout_of(config, getattr(args, option), f"--{option}")
+
+
+DEPENDENT_OPTIONS = {  # an option -> the options that act only with it, what it runs, and how to give it
+    "attention_transfer_steps": (("attention_transfer_learning_rate", "attention_transfer_train",
+                                  "attention_transfer_window_dropout",
+                                  "attention_transfer_mechanism_weight_learning_rate"), "an attention transfer",
+                                 "--attention_transfer_steps N"),
+    "lora_r": (("lora_alpha", "lora_dropout"), "a LoRA adapter", "--lora_r R"),  # --lora_target_modules: lora.py
+}
+
+
+def check_dependent_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    """Refuse options set to other than their defaults while the option they act with is not given
+    (:data:`DEPENDENT_OPTIONS`): they would do nothing."""
+    for needed, (options, purpose, how) in DEPENDENT_OPTIONS.items():
+        given = [f"--{name}" for name in options if getattr(args, name) != parser.get_default(name)]
+        if given and not getattr(args, needed):
+            refuse_options_without(given, purpose, how)
 
 
 def run_inputs(args: argparse.Namespace) -> list[Input]:
@@ -187,6 +226,7 @@ def run_inputs(args: argparse.Namespace) -> list[Input]:
     def own_checkpoint(value: str) -> bool:
         return value == "latest" or Path(value).resolve().is_relative_to(output)
 
-    return [Input(what, f"--{option}", getattr(args, option)) for option, what in INPUT_OPTIONS.items()
+    return [Input(what, f"--{OPTION_NAMES.get(option, option)}", getattr(args, option))
+            for option, what in INPUT_OPTIONS.items()
             if getattr(args, option, None) and not (option == "resume_from_checkpoint"
                                                     and own_checkpoint(args.resume_from_checkpoint))]

@@ -31,6 +31,7 @@ from ..hybrid_parts import (
     WindowDropout, check_mechanism_weights, check_window_dropout, only_part, with_mechanism_weight_group,
 )
 from ..output_folders import OutputFolder
+from ..user_errors import TrainingDiverged
 from .checkpoints import (
     BEST_DIR,
     TrainingState,
@@ -210,13 +211,13 @@ class Finetuner:
                     self.state.completed_steps)):
                 loss = self.training_loss(batch)
                 if not torch.isfinite(loss):
-                    raise ValueError(self.non_finite_loss(loss.item(), batch))
+                    raise TrainingDiverged(self.non_finite_loss(loss.item(), batch))
                 self.accelerator.backward(loss)
                 self.optimizer.step()
                 self.scheduler.step()
                 self.optimizer.zero_grad()
             if self.accelerator.sync_gradients:
-                check_mechanism_weights(self.model, "lower --learning_rate")
+                check_mechanism_weights(self.model, "lower --learning_rate", self.state.completed_steps + 1)
             self.epoch_loss += loss.detach().float()
             self.epoch_batches += 1
             if not self.accelerator.sync_gradients:

@@ -30,9 +30,10 @@ from ..argument_types import positive_int
 from ..model_cards import CardKind
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 from ..user_errors import run_script
+from .arguments import check_against_model
 from .loop import Finetuner
 from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data
-from .models import config_of_checkpoint, is_preset, load_tokenizer
+from .models import checkpoint_source, config_of_checkpoint, is_preset, load_tokenizer
 from .run import Recipe
 
 logger = logging.getLogger(__name__)
@@ -71,16 +72,16 @@ def add_masked_lm_arguments(parser: argparse.ArgumentParser) -> None:
                             "about a third more compute.")
 
 
-def checkpoint_config(args: argparse.Namespace):
-    """The config that ``--model_name_or_path`` loads with (our text config), read before anything is loaded;
-    refuses presets, vision checkpoints and other model types, and ``--lora_r``."""
+def checkpoint_source_config(args: argparse.Namespace) -> dict:
+    """The ``config.json`` of ``--model_name_or_path`` (:func:`~.models.checkpoint_source`), read before anything is
+    loaded; refuses presets, vision checkpoints and other model types, and ``--lora_r``."""
     if is_preset(args.model_name_or_path):
         raise ValueError(f"{args.model_name_or_path!r} is a preset (random weights): masked-LM continued pretraining "
                          "starts from a pretrained checkpoint; convert one first, or give a RoBERTa/BERT checkpoint.")
     if args.lora_r is not None:
         raise ValueError("--lora_r: run_mlm.py trains the whole model (or, with --train_head_only, the head): drop "
                          "--lora_r.")
-    return config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining")
+    return checkpoint_source(args, "text", "masked-LM pretraining")
 
 
 def check_sequence_length(args: argparse.Namespace, limit: int) -> None:
@@ -103,10 +104,17 @@ def check_extension(args: argparse.Namespace, limit: int) -> None:
 
 
 def check_options(args: argparse.Namespace) -> None:
-    """Refuse, before any data is read, what the checkpoint cannot honour (see :func:`checkpoint_config`)."""
-    config = checkpoint_config(args)
-    check_extension(args, config.attention_max_length)
-    check_sequence_length(args, args.max_length or config.attention_max_length)
+    """Refuse, before any data is read, what the checkpoint cannot honour: see :func:`checkpoint_source_config`,
+    :func:`check_extension` (against its own length, read with softmax attention, whose settings refuse nothing),
+    then every check of ``from_pretrained`` at the extended length (:func:`~.models.config_of_checkpoint`) and the
+    options against that config (:func:`~.arguments.check_against_model`)."""
+    source = checkpoint_source_config(args)
+    saved = EffAttnRobertaForMaskedLM.config_from_checkpoint(source, "sdpa", None, {})[0]
+    check_extension(args, saved.attention_max_length)
+    extension = {"max_length": args.max_length} if args.max_length else {}
+    config = config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining", source, **extension)
+    check_against_model(args, config)
+    check_sequence_length(args, config.attention_max_length)
     check_block_special_tokens(args, config.attention_config.get("local_block"))
 
 

@@ -51,11 +51,10 @@ def label_config(labels: LabelInfo) -> dict:
     }
 
 
-def config_of_checkpoint(args: argparse.Namespace, family: str, model_class, purpose: str):
-    """The config that ``model_class`` loads ``--model_name_or_path`` with (``--attention_type``,
-    ``--attention_config``), read before anything loads; a checkpoint of another family, or of a type this package
-    does not load, is refused, naming ``purpose`` (what the script does), and so is attention transfer from a
-    checkpoint whose attention is not softmax."""
+def checkpoint_source(args: argparse.Namespace, family: str, purpose: str) -> dict:
+    """The ``config.json`` of ``--model_name_or_path``, read before anything loads; a checkpoint of another family, or
+    of a type this package does not load, is refused, naming ``purpose`` (what the script does), and so is attention
+    transfer from a checkpoint whose attention is not softmax."""
     from transformers import PreTrainedConfig
 
     from ..model_classes import loadable_model_types
@@ -70,7 +69,18 @@ def config_of_checkpoint(args: argparse.Namespace, family: str, model_class, pur
                          f"{ENCODERS[family]}.")
     if getattr(args, "attention_transfer_steps", 0):
         check_softmax(source.get("attention_type", "sdpa"), args.model_name_or_path)
-    return model_class.config_from_checkpoint(source, args.attention_type, args.attention_config, {})[0]
+    return source
+
+
+def config_of_checkpoint(args: argparse.Namespace, family: str, model_class, purpose: str, source: dict | None = None,
+                         **size):
+    """The config that ``model_class`` loads ``--model_name_or_path`` with (``--attention_type``,
+    ``--attention_config``, extended to ``size``, e.g. ``max_length=N``), from its ``config.json`` (``source``, read
+    and checked by :func:`checkpoint_source` unless given): every check of ``from_pretrained`` runs (``plan_load``),
+    before anything loads."""
+    source = source if source is not None else checkpoint_source(args, family, purpose)
+    return model_class.plan_load(args.model_name_or_path, args.attention_type, args.attention_config,
+                                 args.convert_attention, config_dict=source, **size).target
 
 
 def classifier_config(args: argparse.Namespace, family: str):

@@ -29,8 +29,7 @@ from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, re
 from ..sentence_transformers_folder import (
     copy_sentence_transformers_modules, sentence_embedding, warn_modules_not_carried,
 )
-from ..window_options import with_window_settings
-from .arguments import build_parser, run_inputs
+from .arguments import build_parser, run_inputs, settle_model_options
 from .checkpoints import check_resumable, read_state, remove_unfinished_saves, resolve_checkpoint
 from .data import LabelInfo
 from .fingerprint import settings_fingerprint
@@ -69,8 +68,9 @@ class Recipe:
 
     def parse_args(self, argv: list[str] | None = None, parser=None):
         """The options of ``argv`` (default: the command line), read by ``parser`` (default: the script's)."""
-        args = (parser or self.build_parser()).parse_args(argv)
-        args.attention_config = with_window_settings(args.attention_config, args)
+        parser = parser or self.build_parser()
+        args = parser.parse_args(argv)
+        settle_model_options(args, parser)
         return args
 
     def main(self, argv: list[str] | None = None) -> TrainingOutcome:

@@ -25,21 +25,28 @@ the run's inputs, and a folder that holds files replaced whole, at the run's fir
 from __future__ import annotations
 
 import dataclasses
+import json
+from contextlib import ExitStack
+from pathlib import Path
 
 import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
+from transformers.trainer_utils import get_last_checkpoint
 
-from ..hybrid_parts import mechanism_weights
+from ..argument_types import MAX_LEARNING_RATE
+from ..hybrid_parts import (
+    WindowDropout, check_mechanism_weights, has_hybrid_layers, mechanism_weights, only_part, with_mechanism_weight_group,
+)
 from ..keyword_options import errors_raised, keyword_argv
 from ..model_cards import TEXT_CLASSIFICATION, CardContent, card_base_model, card_license, card_writer
 from ..output_folders import OutputFolder
 from ..sentence_transformers_folder import sentence_embedding
 from ..user_errors import command_name, run_script
-from ..window_options import with_window_settings
-from .arguments import add_lora_arguments, add_model_arguments
+from .arguments import add_lora_arguments, add_model_arguments, check_against_model, settle_model_options
+from .fingerprint import fingerprint_differences, model_shape
 from .lora import add_lora, check_lora_arguments, is_peft_model, lora_settings, save_adapter_folder
 from .loop import check_mixed_precision
-from .models import check_classifier_options, load_text_classifier, load_tokenizer
+from .models import classifier_config, load_text_classifier, load_tokenizer
 from .publishing import publish_folder, repository_name
 from .run import (
     announce_modules_not_carried, attention_transfer, check_inputs_found, copy_source_modules, prepare_output_folder,
@@ -67,20 +74,26 @@ def parse_args(argv: list[str] | None = None, parser: HfArgumentParser | None = 
                ) -> tuple[TrainingArguments, object]:
     """``TrainingArguments`` and the model and data options of ``argv`` (default: the command line), read by
     ``parser`` (default: :func:`build_parser`'s)."""
-    training_args, options = (parser or build_parser()).parse_args_into_dataclasses(argv)
+    parser = parser or build_parser()
+    training_args, options = parser.parse_args_into_dataclasses(argv)
     check_training_arguments(training_args)
     options.seed, options.output_dir = training_args.seed, training_args.output_dir
-    options.attention_config = with_window_settings(options.attention_config, options)
+    settle_model_options(options, parser)
     options.resume_from_checkpoint = training_args.resume_from_checkpoint
     return training_args, options
 
 
 def check_training_arguments(training_args: TrainingArguments) -> None:
-    """Counts that ``TrainingArguments`` accepts but no run can train with, and fp16 on a CPU, refused before
-    anything loads."""
+    """Counts, learning rates and weight decays that ``TrainingArguments`` accepts but no run can train with (the other
+    scripts' ranges, :mod:`hf_effattn.argument_types`), and fp16 on a CPU, refused before anything loads."""
     for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
         if getattr(training_args, name) < 1:
             raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
+    if not 0 < training_args.learning_rate <= MAX_LEARNING_RATE:
+        raise ValueError(f"--learning_rate {training_args.learning_rate:g}: expected a learning rate in (0, "
+                         f"{MAX_LEARNING_RATE:g}].")
+    if training_args.weight_decay < 0:
+        raise ValueError(f"--weight_decay {training_args.weight_decay:g}: expected a number >= 0.")
     check_mixed_precision(training_args.mixed_precision, training_args.device)
     if training_args.max_steps <= 0 and training_args.num_train_epochs <= 0:
         raise ValueError(f"--num_train_epochs {training_args.num_train_epochs:g} trains nothing: give a positive "
@@ -126,6 +139,8 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
         results=results,
         hyperparameters={**{name: plain(getattr(training_args, name)) for name in HYPERPARAMETERS},
                          "attention_transfer_steps": options.attention_transfer_steps,
+                         **({"mechanism_weight_learning_rate": options.mechanism_weight_learning_rate}
+                            if has_hybrid_layers(model) else {}),
                          "trainer": "transformers.Trainer", **lora_settings(model)},
         transfer=transfer,
         lora=is_peft_model(model),
@@ -145,6 +160,54 @@ class InPlaceAtFirstSave(TrainerCallback):
     def on_save(self, args, state, control, **kwargs):
         self.folder.commit(state.is_world_process_zero)
         args.output_dir = str(self.folder.path)
+
+
+class WindowDropoutEachStep(TrainerCallback):
+    """``--window_dropout`` under Trainer: on the optimizer steps that :class:`~hf_effattn.hybrid_parts.WindowDropout`
+    draws (from ``--seed`` and the step), the hybrid layers run the mechanism alone; after every step a mechanism
+    weight that stopped being a number stops the run, naming the step."""
+
+    def __init__(self, model, rate: float, seed: int):
+        self.model, self.dropout, self.part = model, WindowDropout(rate, seed), ExitStack()
+
+    def on_step_begin(self, args, state, control, **kwargs):
+        self.part.enter_context(only_part(self.model, self.dropout.part(state.global_step)))
+
+    def on_step_end(self, args, state, control, **kwargs):
+        self.part.close()
+        check_mechanism_weights(self.model, "lower --learning_rate", state.global_step)
+
+
+class GatesOwnGroupTrainer(Trainer):
+    """Trainer whose optimizer holds the hybrid layers' gates in a group of their own, as the other scripts' loop
+    does (:func:`~hf_effattn.hybrid_parts.with_mechanism_weight_group`, ``--mechanism_weight_learning_rate``)."""
+
+    def __init__(self, *args, mechanism_weight_learning_rate: float, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.mechanism_weight_learning_rate = mechanism_weight_learning_rate
+
+    def create_optimizer(self, model=None):
+        optimizer = super().create_optimizer(model)
+        groups = with_mechanism_weight_group(optimizer.param_groups, self.model, self.mechanism_weight_learning_rate)
+        if len(groups) != len(optimizer.param_groups):  # the gates left their groups for their own
+            optimizer.param_groups = []
+            for group in groups:
+                optimizer.add_param_group(group)
+        return optimizer
+
+
+def check_trainer_resume(checkpoint: str | None, config) -> None:
+    """Refuse, before anything loads, a ``--resume_from_checkpoint`` folder whose model was saved with other shapes or
+    another attention (mechanism, window or any other setting) than the ``config`` this run builds."""
+    saved_file = Path(checkpoint or "") / "config.json"
+    if not checkpoint or not saved_file.is_file():
+        return
+    saved = type(config).from_dict(json.loads(saved_file.read_text()))  # its defaults filled in, as this run's are
+    differences = fingerprint_differences(model_shape(saved.to_dict()), model_shape(config.to_dict()))
+    if differences:
+        raise ValueError(f"Cannot resume from {checkpoint}: its model was saved with other settings than this run "
+                         f"builds: {'; '.join(differences)}. Resume with that run's model and attention options "
+                         "(--attention_type, --attention_config, the window options), or start a new run.")
 
 
 def main(argv: list[str] | None = None) -> dict[str, dict[str, float]]:
@@ -168,7 +231,10 @@ def start(training_args: TrainingArguments, options) -> dict[str, dict[str, floa
 
     check_inputs_found(options)
     check_lora_arguments(options)
-    check_classifier_options("text")(options)
+    config = classifier_config(options, "text")
+    check_against_model(options, config)
+    resumed = training_args.resume_from_checkpoint
+    check_trainer_resume(get_last_checkpoint(training_args.output_dir) if resumed == "latest" else resumed, config)
     announce_modules_not_carried(options)
     folder = prepare_output_folder(options, PartialState())
     try:
@@ -190,11 +256,12 @@ def train_with_trainer(training_args: TrainingArguments, options, folder: Output
                                   training_args.device, main_process,
                                   resuming=bool(training_args.resume_from_checkpoint), folder=folder.path)
     model = add_lora(options, model)
-    trainer = Trainer(
+    trainer = GatesOwnGroupTrainer(
         model=model, args=dataclasses.replace(training_args, push_to_hub=False, output_dir=str(folder.path)),
         train_dataset=data.train, eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn,
         processing_class=tokenizer, compute_metrics=metric_function(data.metrics),
-        callbacks=[InPlaceAtFirstSave(folder)],
+        callbacks=[InPlaceAtFirstSave(folder), WindowDropoutEachStep(model, options.window_dropout, training_args.seed)],
+        mechanism_weight_learning_rate=options.mechanism_weight_learning_rate,
     )
     resumed = training_args.resume_from_checkpoint
     trainer.train(resume_from_checkpoint=True if resumed == "latest" else resumed)  # latest: the newest checkpoint-*

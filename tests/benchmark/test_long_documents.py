@@ -12,6 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
 
 import build_corpus  # noqa: E402
+import cost_tables  # noqa: E402
 import long_range  # noqa: E402
 import pretrain  # noqa: E402
 import represent  # noqa: E402
@@ -184,13 +185,13 @@ def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, 
                                                                                      "peak_mib": 3500.0}}
     result = {"device": "NVIDIA H200 (torch 2.11.0)", "repeats": 10, "batch_size": 8, "length": 2048, "steps": steps}
     (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").write_text(json.dumps(result))
-    table = tables.gpu_cost_table()
+    table = cost_tables.gpu_cost_table()
     assert "| `kerformer-w128` | 2.50x | 3.50x | not run | not run |" in table
     assert "NVIDIA H200" in table and "a batch of 16,384 tokens" in table
     assert "20 ms and 1.0 GiB at 2,048, batch 8" in table
-    assert tables.cost_ratio("kerformer-w128", "2048_cuda_bfloat16_batch8") == pytest.approx(2.5)
+    assert cost_tables.cost_ratio("kerformer-w128", "2048_cuda_bfloat16_batch8") == pytest.approx(2.5)
     (tmp_path / "cost" / "2048_cuda_bfloat16_batch8.json").unlink()
-    assert tables.gpu_cost_table() == ""
+    assert cost_tables.gpu_cost_table() == ""
 
 
 class WordTokenizer:

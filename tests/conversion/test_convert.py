@@ -103,17 +103,17 @@ def test_a_folder_that_is_not_empty_is_refused_then_replaced_whole_on_request(tm
     assert (empty / "model.safetensors").is_file()
 
 
-# stage -> the folder a kill at that stage leaves: the previous one or the new one (kill_during_convert.py)
-KILL_STAGES = {"weights_half": "previous", "before_rename": "previous", "between_renames": "previous",
-               "before_cleanup": "new"}
+# stage -> what `out` holds after a kill at that stage, then once the next command writing there has put right what
+# the kill left (kill_during_convert.py): the previous folder, or the new one, complete before the kill
+KILL_STAGES = {"weights_half": ("previous", "previous"), "before_rename": ("previous", "new"),
+               "between_renames": (None, "new"), "before_cleanup": ("new", "new")}
 
 
 def test_a_kill_at_any_stage_of_the_save_leaves_the_previous_folder_or_the_new_one(tmp_path):
     source = tiny_text_checkpoint()  # built (drawing random numbers) before the seed is set
     torch.manual_seed(0)
     conversion.convert(source, "kerformer", tmp_path / "new" / "out")
-    new = contents(tmp_path / "new" / "out")
-    previous, jobs = {}, []
+    new, previous, jobs = contents(tmp_path / "new" / "out"), {}, []
     for stage in KILL_STAGES:
         conversion.convert(tiny_text_checkpoint(), "dba", tmp_path / stage / "out")
         previous[stage] = contents(tmp_path / stage / "out")
@@ -126,17 +126,18 @@ def test_a_kill_at_any_stage_of_the_save_leaves_the_previous_folder_or_the_new_o
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-4000:]
     ends = json.loads((tmp_path / "ends.json").read_text())
-    for stage, left in KILL_STAGES.items():
+    for stage, (killed, restored) in KILL_STAGES.items():
         assert ends[stage] == -signal.SIGKILL, result.stderr[-4000:]
-        out, expected = tmp_path / stage / "out", new if left == "new" else previous[stage]
+        out, folders = tmp_path / stage / "out", {"new": new, "previous": previous[stage]}
         assert new != previous[stage]
-        if stage == "between_renames":  # moved aside whole, in the instant before the new folder's rename
-            assert not out.exists() and contents(tmp_path / stage / ".out.replaced") == expected
+        if killed is None:  # moved aside whole, in the instant before the new folder's rename
+            assert not out.exists() and contents(tmp_path / stage / ".out.replaced") == folders["previous"]
+            assert contents(tmp_path / stage / ".out.complete") == folders["new"]
         else:
-            assert contents(out) == expected, stage
+            assert contents(out) == folders[killed], stage
         with pytest.raises(ValueError, match="is not empty"):  # the next conversion first puts things right
             conversion.convert(tiny_text_checkpoint(), "psf", out)
-        assert contents(out) == expected, stage
+        assert contents(out) == folders[restored], stage
         assert [path.name for path in (tmp_path / stage).iterdir()] == ["out"], stage
 
 

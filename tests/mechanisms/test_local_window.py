@@ -15,8 +15,8 @@ from hf_effattn.hybrid_parts import (
 )
 from helpers.mechanisms import HYBRIDS, WINDOWED, build, random_batch
 from helpers.references import reference
+from helpers.tolerances import assert_float64_close
 
-ATOL = 1e-10
 # Three sequences in N = 100 (right-, left- and right-padded), so that a 32-query block has neighbours on both sides.
 LENGTHS, SIDES, LENGTH = [100, 70, 37], ["right", "left", "right"], 100
 WINDOWS = {"w2": {"local_window": 2}, "w7-odd": {"local_window": 7}, "w6-g1": {"local_window": 6, "global_tokens": 1},
@@ -29,7 +29,7 @@ def windowed(name: str, settings: dict, **kwargs):
 
 def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[torch.Tensor]) -> None:
     for b, target in enumerate(expected):
-        torch.testing.assert_close(actual[b][mask[b]], target, atol=ATOL, rtol=1e-10)  # PSF: products of 7 factors
+        assert_float64_close(actual[b][mask[b]], target)
 
 
 def assert_matches_reference(attn) -> None:
@@ -40,8 +40,7 @@ def assert_matches_reference(attn) -> None:
     assert_real_close(out.context, mask, [r.context for r in refs])
     for b, ref in enumerate(refs):
         real = mask[b].nonzero().squeeze(-1)
-        torch.testing.assert_close(out.attentions[b][:, real][:, :, real], ref.attention.expand(
-            attn.num_heads, -1, -1), atol=ATOL, rtol=1e-10)  # PSF's entries reach 1e5, where 1e-10 is an ulp
+        assert_float64_close(out.attentions[b][:, real][:, :, real], ref.attention.expand(attn.num_heads, -1, -1))
 
 
 @pytest.mark.parametrize("window", WINDOWS)
@@ -226,7 +225,7 @@ def test_window_dropout_draws_depend_on_the_seed_and_step_only():
 
 def test_window_dropout_needs_a_window():
     model = hf_effattn.EffAttnRobertaModel(hf_effattn.create_config("roberta-base/kerformer", num_hidden_layers=1))
-    with pytest.raises(ValueError, match="this model has none: set local_window"):
+    with pytest.raises(ValueError, match="this 'kerformer' model has none: set local_window"):
         check_window_dropout(model, 0.25)
     check_window_dropout(model, 0.0)
 

@@ -10,6 +10,8 @@ from torch.utils._pytree import tree_leaves
 
 from helpers.mechanisms import MECHANISMS, build, mixed_batch
 
+import hf_effattn
+
 
 def relative_error(actual: torch.Tensor, expected: torch.Tensor) -> float:
     """``||actual - expected|| / ||expected||`` (norm-wise, in float32)."""
@@ -76,3 +78,40 @@ def test_psf_product_that_overflows_half_precision_stays_finite():
         actual = attn(x, mask).context[mask]
     assert actual.dtype == torch.float16 and torch.isfinite(actual).all()
     assert relative_error(actual, expected) <= 2e-2
+
+
+UNBOUNDED_FEATURES = ["linear", "cosformer"]  # kernelized mechanisms whose features grow with their input
+
+
+@pytest.mark.parametrize("name", [*UNBOUNDED_FEATURES, *(f"{name}+window" for name in UNBOUNDED_FEATURES)])
+def test_kernelized_sums_run_in_float32_for_half_precision_inputs(name):
+    """Inputs whose summed key features times values pass float16's 65504 (sum_j phi(k_j)^T v_j over N tokens):
+    a model in float16 stays finite and close to float32, alone and beside the window (one shared normaliser).
+    (Kerformer's features are softmax-normalised, and Performer's exponentials saturate in half precision before
+    any sum, at such inputs.)"""
+    attn = build(name, dtype=torch.float32)
+    x, mask = mixed_batch(dtype=torch.float32)
+    x = 40 * x  # features and values of tens, summed over the tokens: past 65504 in float16
+    expected = attn(x, mask).context[mask]
+    actual = attn.half()(x.half(), mask).context[mask]
+    assert actual.dtype == torch.float16 and torch.isfinite(actual).all()
+    assert relative_error(actual, expected) <= 2e-2
+
+
+def test_linear_attention_in_float16_stays_finite_on_1000_tokens_of_the_real_minilm():
+    """The case found: ``linear`` on the real all-MiniLM-L6-v2, extended to 1,024 positions, in float16 gave NaN
+    at 1,000 tokens; its sums now run in float32."""
+    from helpers.models import MINILM
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(MINILM)
+    inputs = tokenizer(" ".join(["The kernel schedules tasks across processors and memory nodes."] * 120),
+                       return_tensors="pt", truncation=True, max_length=1000)
+    assert inputs["input_ids"].shape[1] == 1000
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(MINILM, attention_type="linear",
+                                                           max_length=1024).eval()
+    with torch.no_grad():
+        expected = model(**inputs).last_hidden_state
+        actual = model.half()(**inputs).last_hidden_state
+    assert actual.dtype == torch.float16 and torch.isfinite(actual).all()
+    assert relative_error(actual, expected) <= 1e-2

@@ -15,6 +15,7 @@ from hf_effattn.modeling.attention_nystromformer import iterative_pinv, landmark
 from helpers.mechanisms import build, mixed_batch, random_batch
 from helpers.models import text_config, vision_config
 from helpers.references import reference, vanilla_reference
+from helpers.tolerances import assert_float64_close
 
 
 def transformers_attention(heads: int, landmarks: int, length: int, conv_kernel_size: int | None, exact: bool):
@@ -40,9 +41,9 @@ def test_nystromformer_equals_transformers_without_padding(heads, batch, exact, 
     ours.load_state_dict(theirs.state_dict())
     x, _ = random_batch([12] * batch, ["right"] * batch, 12)
     with torch.no_grad():
-        torch.testing.assert_close(ours(x).context, theirs(x)[0], atol=1e-10, rtol=0)
+        assert_float64_close(ours(x).context, theirs(x)[0])
         all_real = torch.ones(batch, 12, dtype=torch.bool)
-        torch.testing.assert_close(ours(x, all_real).context, theirs(x)[0], atol=1e-10, rtol=0)
+        assert_float64_close(ours(x, all_real).context, theirs(x)[0])
 
 
 def test_nystromformer_landmarks_average_real_tokens_only_by_rank():
@@ -69,7 +70,7 @@ def test_iterative_pinv_converges_to_the_pseudo_inverse_and_keeps_empty_landmark
     padded[:, :5, :5] = matrix
     expected = torch.zeros_like(padded)
     expected[:, :5, :5] = iterative_pinv(matrix, 3)
-    torch.testing.assert_close(iterative_pinv(padded, 3), expected, atol=1e-12, rtol=0)
+    assert_float64_close(iterative_pinv(padded, 3), expected, precision=1e-12)
 
 
 def test_nystromformer_with_every_token_a_landmark_approaches_softmax_attention():
@@ -102,7 +103,7 @@ def test_pads_inside_a_sequence_are_skipped_by_rank(name, settings):
     mask = torch.tensor([[1, 0, 1, 1, 0, 0, 1, 1, 1, 0], [0, 1, 1, 1, 1, 1, 1, 1, 0, 0]], dtype=torch.bool)
     out = attn(x, mask).context
     for b, ref in enumerate(reference(attn, x, mask)):
-        torch.testing.assert_close(out[b][mask[b]], ref.context, atol=1e-10, rtol=0)
+        assert_float64_close(out[b][mask[b]], ref.context)
 
 
 def test_linformer_projections_are_sized_by_the_models_maximum_length():

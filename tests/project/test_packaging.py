@@ -1,6 +1,7 @@
 """The layout: ``modeling/`` and ``model_cards/`` sit at the top of the repository and are installed as the
 subpackages ``hf_effattn.modeling`` and ``hf_effattn.model_cards``, in the editable install the README uses
-and in a regular wheel install; neither can be imported a second time under a top-level name."""
+and in a regular wheel install, which imports from any folder, the checkout's root included; neither can be
+imported a second time under a top-level name."""
 
 from __future__ import annotations
 
@@ -100,7 +101,26 @@ WHEEL_USER = """
     print("saved and carded")
 """
 
-def test_wheel_install_works_from_outside_the_checkout(tmp_path):
+CHECKOUT_USER = """
+    import sys
+    from pathlib import Path
+
+    # Only the wheel installs hf_effattn here: this interpreter's editable install, seen through the .pth file, is not.
+    sys.meta_path[:] = [finder for finder in sys.meta_path if "__editable__" not in getattr(finder, "__module__", "")]
+    import torch
+    import hf_effattn
+    from hf_effattn.model_cards import TEXT_CLASSIFICATION
+
+    for module in (hf_effattn, hf_effattn.modeling, sys.modules["hf_effattn.model_cards"]):
+        assert Path(module.__file__).is_relative_to(Path.cwd()), module.__file__
+    model = hf_effattn.create_model("roberta-base/kerformer", num_hidden_layers=1, hidden_size=32,
+                                    num_attention_heads=2, intermediate_size=64, vocab_size=100)
+    assert model(input_ids=torch.tensor([[0, 5, 6, 2]])).last_hidden_state.shape == (1, 4, 32)
+    print("imported from the checkout")
+"""
+
+
+def test_wheel_install_works_from_outside_the_checkout_and_from_its_root(tmp_path):
     wheel_dir, venv, source = tmp_path / "wheels", tmp_path / "venv", tmp_path / "source"
     # A copy of what the wheel is built from, so that setuptools' build/ folder never lands in the checkout.
     source.mkdir()
@@ -127,6 +147,9 @@ def test_wheel_install_works_from_outside_the_checkout(tmp_path):
     copied = {p.name for p in (work / "saved").glob("*.py")}
     assert {"modeling_effattn_roberta.py", "configuration_effattn.py", "attention_kerformer.py"} <= copied
     assert copied <= {p.name for p in (REPO / "modeling").glob("*.py")} - {"__init__.py"}
+    from_root = run_python(CHECKOUT_USER, cwd=source, python=python)  # the checkout's hf_effattn/ shadows the wheel
+    assert from_root.returncode == 0, from_root.stderr[-3000:]
+    assert "imported from the checkout" in from_root.stdout
     model = hf_effattn.EffAttnRobertaForSequenceClassification.from_pretrained(work / "saved").eval()
     inputs = {"input_ids": torch.tensor([[0, 5, 6, 7, 2]]), "attention_mask": torch.ones(1, 5, dtype=torch.long)}
     with torch.no_grad():

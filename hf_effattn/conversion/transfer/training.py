@@ -23,12 +23,14 @@ from ...hybrid_parts import (
     MECHANISM_WEIGHT_LEARNING_RATE, WindowDropout, check_mechanism_weights, check_window_dropout, has_hybrid_layers,
     mechanism_weights, only_part, with_mechanism_weight_group,
 )
+from ...user_errors import TrainingDiverged
 from .losses import masked_mse, measure, model_inputs, student_outputs
 from .peak_memory import peak_memory
 from .report import TransferReport, layer_reports
 from .teacher import check_pair, encoder_layers, teacher_targets
 
 TRAINABLE = ("mechanism", "attention", "attention_block")
+LOWER_LEARNING_RATE = "lower the learning rate (--transfer_learning_rate, --attention_transfer_learning_rate)"
 PROJECTIONS = ("query.", "key.", "value.")
 
 
@@ -79,17 +81,18 @@ def endless(data: Iterable[dict]) -> Iterator[dict]:
 
 
 def transfer_step(model: nn.Module, teacher: nn.Module, inputs: dict, parameters: list[nn.Parameter],
-                  max_grad_norm: float, part: str | None = None) -> tuple[torch.Tensor, int]:
+                  max_grad_norm: float, part: str | None = None, step: int = 1) -> tuple[torch.Tensor, int]:
     """One step's forward and backward (the optimizer's step is the caller's): the teacher's targets, every
     layer's loss, their sum's gradients clipped to ``max_grad_norm``; ``part``: the hybrid layers' part that runs
-    alone this step (window dropout), or None. Returns the loss and the input length N."""
+    alone this step (window dropout), or None; ``step``: its number, from 1, named if the loss is not finite
+    (:class:`~hf_effattn.user_errors.TrainingDiverged`). Returns the loss and the input length N."""
     layer_inputs, mask, targets, _ = teacher_targets(teacher, inputs)
     with only_part(model, part):
         outputs = student_outputs(model, layer_inputs, mask)
     loss = sum(masked_mse(o, t, mask) for o, t in zip(outputs, targets))
     if not torch.isfinite(loss):
-        raise FloatingPointError(f"The attention-transfer loss became {loss.item()}: lower the learning rate "
-                                 "(--transfer_learning_rate).")
+        raise TrainingDiverged(f"The attention-transfer loss became {loss.item()} at step {step}: training diverged; "
+                               f"{LOWER_LEARNING_RATE}.")
     loss.backward()
     torch.nn.utils.clip_grad_norm_(parameters, max_grad_norm)
     return loss.detach(), layer_inputs[0].shape[1]
@@ -161,9 +164,10 @@ def transfer_attention(
                                                     disable=not progress) as bar:
             for step in range(steps):
                 inputs = model_inputs(next(batches), device)
-                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm, dropout.part(step))
+                loss, length = transfer_step(model, teacher, inputs, parameters, max_grad_norm, dropout.part(step),
+                                             step + 1)
                 optimizer.step()
-                check_mechanism_weights(model, "lower the learning rate (--transfer_learning_rate)")
+                check_mechanism_weights(model, LOWER_LEARNING_RATE, step + 1)
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
                 losses.append(loss.item())

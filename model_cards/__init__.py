@@ -1,5 +1,5 @@
 """The model card of a Hub-ready folder: its Jinja template (``template.md``, rendered by
-``huggingface_hub.ModelCard``, shipped as package data) and the code that fills it in (:mod:`.card`).
+``huggingface_hub.ModelCard``, shipped as package data) and the code that fills it in (:mod:`.card`, with what the source checkpoint's card declares: :mod:`.source_card`).
 
 The folder sits at the top of the repository and is installed as ``hf_effattn.model_cards``.
 """
@@ -11,9 +11,10 @@ if __name__ != "hf_effattn.model_cards":
     )
 
 from .card import (  # noqa: E402 (after the check above)
-    IMAGE_CLASSIFICATION, TEMPLATE_PATH, TEXT_CLASSIFICATION, CardContent, CardKind, License, card_base_model,
-    card_license, card_writer, converted_kind, render_model_card, write_model_card,
+    IMAGE_CLASSIFICATION, TEMPLATE_PATH, TEXT_CLASSIFICATION, CardContent, CardKind, card_writer, converted_kind,
+    render_model_card, write_model_card,
 )
+from .source_card import License, card_base_model, card_license  # noqa: E402
 
 __all__ = ["CardContent", "CardKind", "IMAGE_CLASSIFICATION", "License", "TEMPLATE_PATH", "TEXT_CLASSIFICATION",
            "card_base_model", "card_license", "card_writer", "converted_kind", "render_model_card", "write_model_card"]

@@ -21,12 +21,12 @@ from pathlib import Path
 from ..model_classes import TASKS
 from ..modeling.attentions import describe_attention, get_attention_class
 from ..modeling.kernel_attention import KernelAttention
-from ..modeling.pretrained import fold_layers
+from ..modeling.load_report import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
 from ..sentence_transformers_folder import SentenceEmbedding
-from ..user_errors import one_line
 from ..version import __version__
+from .source_card import License, is_hub_id
 
 logger = logging.getLogger(__name__)
 TEMPLATE_PATH = Path(__file__).resolve().parent / "template.md"
@@ -91,61 +91,6 @@ def converted_kind(family: str, task: str) -> CardKind:
     )
 
 
-@dataclass(frozen=True)
-class License:
-    """The card's licence: a Hub licence identifier (``None``: unknown, the metadata says ``other``) and whether
-    it was ``given`` (``--license``) rather than taken from the source checkpoint's card."""
-
-    name: str | None
-    given: bool = False
-
-
-def card_license(checkpoint: str, given: str | None = None) -> License:
-    """The licence of a model made from ``checkpoint``: ``given``, else the one the checkpoint's card states."""
-    return License(given, given=True) if given else License(source_license(checkpoint))
-
-
-def source_license(checkpoint: str) -> str | None:
-    """The ``license`` that the card of ``checkpoint`` states in its metadata: the YAML front matter of a local
-    folder's ``README.md``, or the Hub card of a Hub id (through ``huggingface_hub.ModelCard``). ``None`` when it
-    states none, for a preset (no source), or when the card cannot be read (logged)."""
-    return one_name(source_card_field(checkpoint, "license", "licence"))
-
-
-def card_base_model(checkpoint: str, given: str | None = None) -> str | None:
-    """The Hub id of the model that a model made from ``checkpoint`` derives from, for the card's ``base_model``:
-    ``given`` (``--base_model``), else ``checkpoint`` itself when it is a Hub id, else the ``base_model`` that the
-    card of the local folder ``checkpoint`` declares (that of a folder this package wrote names its own source);
-    ``None`` when none is known (a preset, a local folder whose card declares none)."""
-    if given or is_hub_id(checkpoint):
-        return given or checkpoint
-    return one_name(source_card_field(checkpoint, "base_model", "base model"))
-
-
-def source_card_field(checkpoint: str, field_name: str, what: str):
-    """The value of ``field_name`` in the metadata of the card of ``checkpoint`` (see :func:`source_license`); ``None``
-    when it has none, for a preset, or when the card cannot be read (logged, naming ``what`` as unknown)."""
-    from huggingface_hub import ModelCard
-
-    if checkpoint in list_models():
-        return None
-    folder = Path(checkpoint)
-    if folder.is_dir() and not (folder / "README.md").is_file():
-        return None
-    try:
-        card = ModelCard.load(folder / "README.md" if folder.is_dir() else checkpoint)
-    except (OSError, ValueError) as error:
-        logger.warning(f"Could not read the model card of {checkpoint} ({one_line(error)}): its {what} is unknown.")
-        return None
-    return getattr(card.data, field_name, None)
-
-
-def one_name(value) -> str | None:
-    """A metadata value that names one thing (a string, or a list of one), else ``None``."""
-    value = value[0] if isinstance(value, list) and len(value) == 1 else value
-    return value if isinstance(value, str) and value else None
-
-
 @dataclass
 class CardContent:
     """Everything a card states about one fine-tuned model."""
@@ -177,12 +122,6 @@ class CardContent:
     def __post_init__(self):
         if self.base_model_id is None and is_hub_id(self.base_model):
             self.base_model_id = self.base_model
-
-
-def is_hub_id(name: str | None) -> bool:
-    """Whether ``name`` reads as a Hub repository id rather than a local path or a preset."""
-    return (bool(name) and not Path(name).exists() and name.count("/") <= 1 and not name.startswith((".", "/"))
-            and name not in list_models())
 
 
 def card_data(content: CardContent):

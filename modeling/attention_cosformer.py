@@ -35,7 +35,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_base import AttentionSettings, setting
+from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention
 from .kernel_attention import KernelAttention
 from .masking import real_lengths, token_ranks, zero_pads

@@ -39,7 +39,8 @@ import torch
 from torch import nn
 from transformers import initialization as init
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, require, setting
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
 from .masking import masked_softmax
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import AttentionSettings, require, setting
+from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
 from .kernel_attention import KernelAttention
 from .masking import token_ranks, zero_pads

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_base import AttentionSettings, setting
+from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention
 from .kernel_attention import KernelAttention
 from .masking import zero_pads

@@ -43,7 +43,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import initialization as init
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, setting
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention
 from .masking import token_ranks, zero_pads
 from .position_extension import replace_parameter, tile_blocks

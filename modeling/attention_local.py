@@ -19,7 +19,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, require, setting
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
 
 DEFAULT_WINDOW = 128  # ModernBERT's

@@ -64,7 +64,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, require, setting
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
 from .masking import gather_tokens, masked_softmax, real_lengths, real_positions, token_ranks
 

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 import torch
 from transformers import initialization as init
 
-from .attention_base import AttentionSettings, setting
+from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention
 from .kernel_attention import KernelAttention
 from .masking import masked_fill_min, zero_pads

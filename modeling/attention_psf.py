@@ -49,7 +49,8 @@ from torch import nn
 from torch.autograd.function import once_differentiable
 from transformers import initialization as init
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, log2_ceil, require, setting
+from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
+from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
 from .masking import real_lengths, real_positions, token_ranks
 from .position_extension import replace_parameter, tile_blocks

@@ -17,7 +17,8 @@ import difflib
 from collections.abc import Mapping
 from typing import Any
 
-from .attention_base import AttentionSettings, EfficientAttention
+from .attention_base import EfficientAttention
+from .attention_settings import AttentionSettings
 
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
 

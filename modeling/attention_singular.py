@@ -46,7 +46,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, setting
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention
 from .masking import masked_softmax, zero_pads
 

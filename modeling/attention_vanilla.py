@@ -19,7 +19,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .attention_base import AttentionOutput, EfficientAttention, SoftmaxSettings
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import SoftmaxSettings
 from .attention_registry import register_attention
 from .masking import masked_fill_min
 

@@ -4,7 +4,8 @@ Import mechanisms from here (not from ``attention_base``) to be sure the registr
 imports only the mechanisms its model runs: ``remote_code_files.py``.)
 """
 
-from .attention_base import AttentionOutput, AttentionSettings, EfficientAttention, setting
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, setting
 from .attention_registry import (
     build_attention, build_settings, describe_attention, get_attention_class, list_attentions, register_attention,
 )

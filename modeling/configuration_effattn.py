@@ -33,7 +33,7 @@ from typing import Any, ClassVar
 from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 from transformers import RobertaConfig, ViTConfig
 
-from .attention_base import check_heads
+from .attention_settings import check_heads
 from .attentions import build_settings
 from .settings import Spec, checked
 

@@ -10,7 +10,7 @@ import os
 
 import torch
 
-from .attention_base import WINDOW_CHECKED_WHEN_EXTENDED
+from .attention_settings import WINDOW_CHECKED_WHEN_EXTENDED
 
 
 @contextlib.contextmanager

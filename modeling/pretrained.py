@@ -16,9 +16,8 @@ the checkpoint's size, then its positions, and the weights its mechanism sizes b
 extended (``position_extension``). A smaller size is refused.
 
 A warning lists the parameters that are new (initialised), those of the checkpoint that were dropped, and those
-that were extended, with layer numbers folded into ``*``: once, in place of Transformers' own load-report table
-(which is shown only when loading fails, since its error message points to it). ``output_loading_info=True``
-returns them too, the extension as ``info["position_extension"]`` (``None`` when there was none).
+that were extended (``load_report.py``). ``output_loading_info=True`` returns them too, the extension as
+``info["position_extension"]`` (``None`` when there was none).
 
 Everything that can be refused is refused from the checkpoint's ``config.json`` alone, before any weight is read:
 :meth:`EffAttnPreTrainedModel.plan_load` is that pre-flight check (conversion runs it before it reads anything
@@ -31,9 +30,6 @@ remote-code files, so that any ``Auto*`` class loads the folder with ``trust_rem
 
 from __future__ import annotations
 
-import contextlib
-import logging as std_logging
-import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -43,6 +39,7 @@ from transformers.utils import logging
 from .attentions import EfficientAttention, build_settings, get_attention_class, list_attentions
 from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin
 from .extension_checks import check_fits_in_memory, window_checked_when_extended
+from .load_report import log_loading_report, transformers_load_report_held_back
 from .local_window import LocalPart
 from .position_extension import extend_positions
 from .remote_code_files import trim_remote_code
@@ -326,59 +323,3 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
             "weights are reused, the others initialised; both are listed)."
         )
     logger.warning(f"Converting {path} from {described[0]} to {described[1]}.")
-
-
-def fold_layers(keys) -> str:
-    """Parameter names with layer numbers folded into ``*``, sorted and deduplicated."""
-    return ", ".join(sorted({re.sub(r"\.\d+\.", ".*.", key) for key in keys})) or "none"
-
-
-@contextlib.contextmanager
-def transformers_load_report_held_back():
-    """Hold back the ``LOAD REPORT`` table that Transformers' ``from_pretrained`` logs (logger
-    ``transformers.modeling_utils``), since :func:`log_loading_report` reports the same once; if loading fails,
-    the table is logged after all (Transformers' error then refers to it)."""
-    target = std_logging.getLogger("transformers.modeling_utils")
-    held: list[std_logging.LogRecord] = []
-
-    def hold(record: std_logging.LogRecord) -> bool:
-        if "LOAD REPORT" in record.getMessage():
-            held.append(record)
-            return False
-        return True
-
-    target.addFilter(hold)
-    try:
-        yield
-    except Exception:
-        target.removeFilter(hold)
-        for record in held:
-            target.handle(record)
-        raise
-    finally:
-        target.removeFilter(hold)
-
-
-def log_loading_report(model, info: dict, path, source_type: str) -> None:
-    """Log which parameters are new (initialised), which of the checkpoint's were dropped, and which were
-    extended to a larger input size."""
-    new = info["missing_keys"]
-    reshaped = [key for key, *_ in info["mismatched_keys"]]
-    dropped = info["unexpected_keys"]
-    extension = info.get("position_extension")
-    message = (
-        f"{type(model).__name__} (attention_type={model.config.attention_type!r}) from {path} "
-        f"(model_type {source_type!r}). New parameters, initialised: {fold_layers(new)}. "
-        f"Dropped from the checkpoint: {fold_layers(dropped)}."
-    )
-    if reshaped:
-        message += f" Initialised anew because their shapes changed (ignore_mismatched_sizes): {fold_layers(reshaped)}."
-    if extension:
-        message += (
-            f" Extended from {extension['argument']} {extension['from']} to {extension['to']} (positions copied or "
-            f"interpolated, length-sized weights by their mechanism's rule): {fold_layers(extension['parameters'])}."
-        )
-    if new or dropped or reshaped or extension:
-        logger.warning(message)
-    else:
-        logger.info(message)

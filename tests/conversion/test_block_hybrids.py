@@ -78,7 +78,7 @@ def test_masked_lm_pretraining_moves_the_gates_at_their_own_rate_only(tmp_path):
     (["--attention_type", "kerformer", "--local_block", "16", "--local_window", "8"],
      "local_block=16: it must be None beside local_window=8"),
     (["--attention_type", "kerformer", "--local_block", "16", "--initial_mechanism_weight", "1.5"],
-     "argument --initial_mechanism_weight: expected a weight between 0 and 1"),
+     r"argument --initial_mechanism_weight: expected a weight in \(0, 1\), got .1.5."),
     (["--attention_type", "kerformer", "--initial_mechanism_weight", "0.1"],
      "initial_mechanism_weight=0.1: it must be None without a local part"),
     (["--attention_type", "sdpa", "--local_block", "16"], "use attention_type='local'"),

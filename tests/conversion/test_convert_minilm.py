@@ -21,7 +21,7 @@ from helpers.models import BLOCK_PACKAGE, MINILM
 
 from hf_effattn.conversion import convert
 from hf_effattn.finetuning import masked_lm
-from hf_effattn.model_cards.card import License, card_license, source_license
+from hf_effattn.model_cards.source_card import License, card_license, source_license
 
 MINILM_ID = "sentence-transformers/all-MiniLM-L6-v2"  # what the package holds, whose card declares no base_model
 SENTENCES = ["A cat sits on the mat.", "Linear attention grows with the length of the text.", "Hello"]

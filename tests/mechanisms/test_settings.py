@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import hf_effattn
-from hf_effattn.modeling.attention_base import AttentionSettings
+from hf_effattn.modeling.attention_settings import AttentionSettings
 from helpers.models import text_config, vision_config
 
 # Values of the wrong kind for each declared kind (a bool is never a number, a string never a bool).

@@ -5,6 +5,7 @@ and the generated or cumulative reference pages apart."""
 from __future__ import annotations
 
 import fnmatch
+import subprocess
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -16,7 +17,14 @@ NOT_GUIDES = {"docs/results.md", "docs/changelog.md", "docs/cli.md", "docs/api.m
 
 
 def repository_files(pattern: str) -> list[str]:
-    """The repository's files matching ``pattern``, relative to it, outside virtual environments and build output."""
+    """The repository's files matching ``pattern``, relative to it: those git tracks or would track (not the ones it
+    ignores, such as a benchmark's trained models or a virtual environment); outside a git checkout, every file but
+    those in virtual environments and build output."""
+    listed = subprocess.run(["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=REPO,
+                            capture_output=True, text=True)
+    if listed.returncode == 0:
+        return sorted(name for name in listed.stdout.splitlines()
+                      if fnmatch.fnmatch(Path(name).name, pattern) and (REPO / name).is_file())
     return sorted(str(path.relative_to(REPO)) for path in REPO.rglob(pattern)
                   if not SKIPPED_FOLDERS & set(path.relative_to(REPO).parts[:-1])
                   and not any(part.endswith(".egg-info") for part in path.parts))

@@ -76,8 +76,9 @@ def cost_table() -> str:
             + gpu_cost_table())
 
 
-def cost_ratio(name: str, measurement: str) -> float | None:
+def cost_ratio(name: str, measurement: str, versus: str = "sdpa") -> float | None:
+    """Row ``name``'s step time over row ``versus``'s in cost measurement ``measurement``, or None where not run."""
     result = read_result("cost", measurement)
-    if not result or name not in result["steps"] or "sdpa" not in result["steps"]:
+    if not result or name not in result["steps"] or versus not in result["steps"]:
         return None
-    return result["steps"][name]["step_seconds"] / result["steps"]["sdpa"]["step_seconds"]
+    return result["steps"][name]["step_seconds"] / result["steps"][versus]["step_seconds"]

@@ -42,7 +42,8 @@ def masked_lm_table() -> str:
     header = ["row at 2,048", *STAGE_TITLES.values(), "after pretraining, mechanism switched off"]
     body = [[f"`{name}`: {row.what}",
              *(number(mlm(name, stage)) if applies(row, stage) else "-" for stage in STAGE_TITLES),
-             number(mlm(name, "mlm", "loss_window_alone")) if row.hybrid else "-"] for name, row in ROWS.items()]
+             number(mlm(name, "mlm", "loss_window_alone")) if row.hybrid else "-"]
+            for name, row in ROWS.items() if not row.block]  # the block rows: block_tables.py
     return intro + "\n\n" + markdown_table(header, body)
 
 
@@ -54,9 +55,9 @@ def representation(reader: str, length: int = LONG, probe_from: int = LONG) -> d
 
 def readers() -> dict[str, str]:
     """Every reader of the representations table, and its label."""
-    rows = {f"{name}@mlm": f"`{name}` after pretraining: {row.what}" for name, row in ROWS.items()}
+    rows = {f"{name}@mlm": f"`{name}` after pretraining: {row.what}" for name, row in ROWS.items() if not row.block}
     hybrids = {f"{name}@mlm-window-alone": f"`{name}` after pretraining, mechanism switched off"
-               for name, row in ROWS.items() if row.hybrid}
+               for name, row in ROWS.items() if row.hybrid and not row.block}
     return {**BASELINE_READERS, "sdpa@extend": "`sdpa` at 2,048 before pretraining (copied positions)", **rows,
             **hybrids}
 
@@ -133,8 +134,8 @@ def long_range_table() -> str:
     the chunks at the same stage (MiniLM's chunks before pretraining, the chunked control after it); per hybrid, its
     mechanism switched on against off."""
     folder = RESULTS / "long_range"
-    names = sorted((path.stem for path in folder.glob("*.json")) if folder.is_dir() else [],
-                   key=lambda name: (not name.startswith("sdpa"), name))  # the softmax readers first
+    names = sorted((path.stem for path in folder.glob("*.json") if not is_block_reader(path.stem))
+                   if folder.is_dir() else [], key=lambda name: (not name.startswith("sdpa"), name))  # softmax first
     if not names:
         return "Long-range masked-LM loss (`long_range.py`): not run."
     results = {name: read_result("long_range", name) for name in names}
@@ -160,9 +161,15 @@ def long_range_table() -> str:
     return text
 
 
+def is_block_reader(name: str) -> bool:
+    """Whether reader ``name`` is a block row's (their tables: block_tables.py)."""
+    row = ROWS.get(name.partition("@")[0])
+    return bool(row and row.block)
+
+
 def plot_masked_lm(path: Path) -> None:
     figure, axes = figure_and_axes()
-    for index, (name, row) in enumerate(ROWS.items()):
+    for index, (name, row) in enumerate((name, row) for name, row in ROWS.items() if not row.block):
         points = [(i, mlm(name, stage)) for i, stage in enumerate(STAGE_TITLES)]
         points = [(i, loss) for i, loss in points if loss is not None]
         if points:
@@ -221,7 +228,7 @@ def window_of(row) -> str:
 
 
 def summary_table() -> str:
-    """Each hybrid against the targets: masked-LM loss within 0.05 nats of `sdpa` after the same pretraining and
+    """Each hybrid beside a window against the targets: masked-LM loss within 0.05 nats of `sdpa` after the same pretraining and
     below the chunks' and the same window's alone; probe within 2 points of `sdpa` at 2,048 and not below the chunks
     or the window; a third of `sdpa`'s step time at 2,048 and a tenth at 8,192."""
     softmax, chunks = mlm("sdpa", "mlm"), mlm("sdpa-512", "mlm_512")
@@ -231,7 +238,7 @@ def summary_table() -> str:
               "step <= 1/3 sdpa @ 2,048, GPU", "step <= 1/10 sdpa @ 8,192, GPU"]
     body = []
     for name, row in ROWS.items():
-        if not row.hybrid:
+        if not row.hybrid or row.block:  # block hybrids have targets of their own: block_tables.py
             continue
         loss, window = mlm(name, "mlm"), window_of(row)
         body.append([f"`{name}`", target(loss, softmax and softmax + 0.05, lambda v, b: v <= b),
@@ -243,7 +250,8 @@ def summary_table() -> str:
                      *(target(cost_ratio(name, measurement), bound, lambda v, b: v <= b)
                        for measurement, bound in zip(GPU_COSTS, (1 / 3, 1 / 10)))])
     more = [[f"`{name}`", *probe_targets(name, window_of(row), PROBE_MIN_TOKENS)]
-            for name, row in ROWS.items() if row.hybrid and probe_accuracy(f"{name}@mlm", PROBE_MIN_TOKENS)]
+            for name, row in ROWS.items()
+            if row.hybrid and not row.block and probe_accuracy(f"{name}@mlm", PROBE_MIN_TOKENS)]
     return ("Each hybrid, after the same transfer and masked-LM pretraining as every row, against the targets "
             "(value vs bound; probe in %; step time as a share of `sdpa`'s at the same length).\n\n"
             + markdown_table(header, body)

@@ -66,15 +66,23 @@ def test_each_row_runs_the_stages_that_apply_to_it_in_order():
     assert pretrain.jobs(["dba"], ["transfer"]) == [("dba", "transfer")]  # softmax alone has no transfer
 
 
-def test_the_rows_compare_every_mechanism_alone_and_beside_the_same_window():
+def test_the_rows_compare_every_mechanism_alone_and_beside_the_same_window_or_blocks():
     hybrids = [row for row in ROWS.values() if row.hybrid]
     assert {row.attention for row in hybrids} == {"singularformer", "kerformer", "dba", "psf"}
-    assert {row.settings["local_window"] for row in hybrids} == {64, 128, 256}
+    assert {row.settings.get("local_window") for row in hybrids} == {64, 128, 256, None}
+    assert {row.block for row in hybrids} == {None, 512}
     assert not ROWS["local-w128"].hybrid and ROWS["local-w128-g1"].settings["global_tokens"] == 1
+    assert not ROWS["local-b512"].hybrid and ROWS["local-b512"].direct and ROWS["local-b512"].framed
     command = pretrain.stage_command(ROWS["kerformer-w128"], "transfer", SimpleNamespace(
         batch_size=1, transfer_steps=3, transfer_learning_rate=1e-3))
     assert command[command.index("--attention_config") + 1] == '{"local_window": 128}'
     assert command[command.index("--transfer_window_dropout") + 1] == "0.25"
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=3, mlm_warmup_steps=1)
+    direct = pretrain.stage_command(ROWS["kerformer-b512-direct"], "mlm", budget)
+    assert direct[direct.index("--model_name_or_path") + 1].endswith("kerformer-b512-direct-2048-extend")
+    assert "--block_special_tokens" in direct and not pretrain.applies(ROWS["kerformer-b512-direct"], "transfer")
+    lever = pretrain.stage_command(ROWS["singularformer-b512-direct-gate-lr0.1"], "mlm", budget)
+    assert lever[lever.index("--mechanism_weight_learning_rate") + 1] == "0.1"
 
 
 def test_passages_come_from_deep_inside_each_document_and_are_the_same_every_time():

@@ -1,0 +1,158 @@
+#!/usr/bin/env python
+"""The block rows' tables: each seed's mechanism as a memory across blocks of 512 (issue 33), against the chunked
+reader in the same code and framing (``local-b512``, the blocks alone), after the same budget.
+
+Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py``, ``memory_span.py`` and
+``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and ``results/blocks.png``: each block row's
+masked-LM loss at each stage, beside the chunks'):
+
+    python benchmarks/long_documents/block_tables.py
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+from common import ROWS, figure_and_axes, markdown_table, mean_and_error, read_result, save_figure
+from cost_tables import cost_ratio
+from gate_start import table as gate_start_table
+from tables import STAGE_TITLES, mlm, number, paired_loss, publish, representation, share_cell, target
+
+CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
+BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention != "local"]
+
+
+def start_of(row) -> float:
+    """The gates' default start for ``row`` (kernelized 1e-4, the others 0.1), or its setting."""
+    from hf_effattn import get_attention_class
+
+    return row.settings.get("initial_mechanism_weight") or get_attention_class(row.attention).block_mechanism_weight
+
+
+def gates_cell(name: str) -> str:
+    """The gates after pretraining: their mean over layers and heads, and its range, against their start."""
+    weights = [w for layer in mlm(name, "mlm", "mechanism_weights") or [] if layer for w in layer]
+    if not weights:
+        return "not run"
+    return f"{sum(weights) / len(weights):.3g} [{min(weights):.3g}, {max(weights):.3g}] from {start_of(ROWS[name]):g}"
+
+
+def versus_chunks(name: str) -> list[str]:
+    """After pretraining, against the chunks on the same masked tokens (``long_range.py``): every token, the far ones,
+    the near ones and far minus near, each a paired difference ± its standard error (negative: better)."""
+    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{CHUNKS}@mlm")
+    if not mine or not chunks:
+        return ["not run"] * 4
+    every = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
+    return [f"{difference:+.3f} ± {error:.3f}" for difference, error in
+            (every, paired_loss(mine, chunks, True), paired_loss(mine, chunks, False), paired_loss(mine, chunks))]
+
+
+def masked_lm_table() -> str:
+    header = ["row", *STAGE_TITLES.values(), "memory off, after pretraining", "vs the chunks: every token",
+              "far tokens", "near tokens", "far minus near", "gates after pretraining: mean [range] from start"]
+    body = [[f"`{name}`: {ROWS[name].what}",
+             *(number(mlm(name, stage)) if stage != "transfer" or not ROWS[name].direct else "-"
+               for stage in STAGE_TITLES),
+             number(mlm(name, "mlm", "loss_window_alone")), *versus_chunks(name), gates_cell(name)]
+            for name in [CHUNKS, f"{CHUNKS}-plain", *BLOCK_ROWS]]
+    return ("Held-out masked-LM loss (nats a masked token) at 2,048 tokens, the same 4,880 masked tokens for every "
+            "row, framed ([CLS]/[SEP] at every block's edges) but for the `-plain` rows; before any training the "
+            f"blocks alone are MiniLM's chunks exactly ({number(mlm(CHUNKS, 'extend'), 4)} against "
+            f"{number(mlm('sdpa-512', 'head'), 4)}). Against the chunks: the paired per-token difference from "
+            f"`{CHUNKS}` after the same pretraining, ± its standard error.\n\n" + markdown_table(header, body))
+
+
+def representations_table() -> str:
+    chunks, chunks_long = representation(f"{CHUNKS}@mlm"), representation(f"{CHUNKS}@mlm", 8192)
+    header = ["reader, after pretraining", "probe: accuracy, % (vs chunks)", "retrieval at 2,048: recall@1, % "
+              "(vs chunks)", "retrieval at 8,192: recall@1, % (vs chunks)"]
+    readers = [f"{name}@mlm" for name in [CHUNKS, *BLOCK_ROWS]] + [f"{name}@mlm-window-alone" for name in BLOCK_ROWS]
+    body = [[f"`{reader}`", share_cell(representation(reader), "probe", "accuracy", chunks),
+             share_cell(representation(reader), "retrieval", "recall_at_1", chunks),
+             share_cell(representation(reader, 8192), "retrieval", "recall_at_1", chunks_long)] for reader in readers]
+    return ("Frozen encoders, framed, as the representations table reads them; in brackets the paired difference "
+            f"from `{CHUNKS}` after the same pretraining.\n\n" + markdown_table(header, body))
+
+
+def below_chunks(name: str) -> str:
+    """The loss target: below the chunks' by at least two paired standard errors."""
+    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{CHUNKS}@mlm")
+    if not mine or not chunks:
+        return "not run"
+    difference, error = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
+    return f"{'met' if difference <= -2 * error else '**missed**'} ({difference:+.3f}, 2 s.e. {2 * error:.3f})"
+
+
+def far_gain(name: str) -> str:
+    """The far words gain more than the near ones (far minus near below zero)."""
+    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{CHUNKS}@mlm")
+    if not mine or not chunks:
+        return "not run"
+    difference, error = paired_loss(mine, chunks)
+    return f"{'met' if difference < 0 else '**missed**'} ({difference:+.3f} ± {error:.3f})"
+
+
+def retrieval_target(name: str, length: int) -> str:
+    mine, chunks = representation(f"{name}@mlm", length), representation(f"{CHUNKS}@mlm", length)
+    if not mine or not chunks or "retrieval" not in mine or "retrieval" not in chunks:
+        return "not run"
+    return target(100 * mine["retrieval"]["recall_at_1"], 100 * chunks["retrieval"]["recall_at_1"],
+                  lambda v, b: v >= b)
+
+
+def gates_moved(name: str) -> str:
+    """The gates measurably away from their start: the logit moved by more than 0.1 on average."""
+    weights = [w for layer in mlm(name, "mlm", "mechanism_weights") or [] if layer for w in layer]
+    if not weights:
+        return "not run"
+    start = start_of(ROWS[name])
+    logit = lambda w: math.log(w / (1 - w))  # noqa: E731
+    moved = sum(abs(logit(w) - logit(start)) for w in weights) / len(weights)
+    return f"{'met' if moved > 0.1 else '**missed**'} (logit moved {moved:.2f} on average)"
+
+
+def summary_table() -> str:
+    header = ["block row", "MLM loss < chunks' by 2 s.e.", "far words gain more", "retrieval at 2,048 >= chunks'",
+              "retrieval at 8,192 >= chunks'", "gates away from start", "CPU step at 8,192 <= 1.5x chunks'"]
+    body = [[f"`{name}`", below_chunks(name), far_gain(name), retrieval_target(name, 2048),
+             retrieval_target(name, 8192), gates_moved(name),
+             target(cost_ratio(name, "8192_no_attention_dropout", CHUNKS), 1.5, lambda v, b: v <= b)]
+            for name in BLOCK_ROWS]
+    return ("Each block row against issue 33's targets, after the same pretraining as the chunks (value vs bound). "
+            "The GPU's cost targets are on the results page (`hf-effattn bench`, 16,384 tokens a step).\n\n"
+            + markdown_table(header, body))
+
+
+def memory_span_text() -> str:
+    result, outside = read_result("memory_span", "kerformer"), read_result("masked_lm", "kerformer-b512-direct_mlm")
+    if not result or not outside:
+        return "The memory over every key against over the other blocks (`memory_span.py`): not run."
+    return (f"Kerformer's memory over the other blocks (the default): {outside['loss']:.4f} nats after the same "
+            f"pretraining without transfer; over every key (each block's own counted twice): {result['loss']:.4f}.")
+
+
+def plot(path: Path) -> None:
+    figure, axes = figure_and_axes()
+    for index, name in enumerate([CHUNKS, *BLOCK_ROWS]):
+        points = [(i, mlm(name, stage)) for i, stage in enumerate(STAGE_TITLES)]
+        points = [(i, loss) for i, loss in points if loss is not None]
+        if points:
+            axes.plot(*zip(*points), marker="o", color=f"C{index % 10}", label=name,
+                      linestyle="--" if name == CHUNKS else "-")
+    axes.set_xticks(range(len(STAGE_TITLES)), [title.replace("after ", "") for title in STAGE_TITLES.values()])
+    axes.set_ylabel("held-out masked-LM loss, framed (nats / masked token)")
+    save_figure(figure, axes, path)
+
+
+def main() -> None:
+    publish("blocks", "\n\n".join([
+        "### Masked-LM loss", masked_lm_table(), "### Probe and retrieval", representations_table(),
+        "### Against the targets", summary_table(), "### Where the gate starts", gate_start_table(),
+        "### The memory's keys", memory_span_text(),
+    ]), plot)
+
+
+if __name__ == "__main__":
+    main()

@@ -40,17 +40,21 @@ def content_fitting(length: int, block: int) -> int:
     return whole * (block - 2) + max(0, rest - 2)
 
 
-def tokenize_in_blocks(tokenizer, texts: str | list[str], block: int, max_length: int | None = None, **pad_kwargs):
+def tokenize_in_blocks(tokenizer, texts: str | list[str], block: int, max_length: int | None = None,
+                       return_special_tokens_mask: bool = False, **pad_kwargs):
     """``texts`` tokenised with ``[CLS]``/``[SEP]`` (the tokenizer's own) at every block's edges, each text truncated
     to ``max_length`` tokens (None: whole), then padded as ``tokenizer.pad(..., **pad_kwargs)`` pads
-    (``padding=True``, ``return_tensors="pt"``, ...): a ``BatchEncoding`` with ``input_ids``, ``attention_mask``
-    and ``special_tokens_mask``."""
+    (``padding=True``, ``return_tensors="pt"``, ...): a ``BatchEncoding`` with ``input_ids`` and ``attention_mask``,
+    ready for ``model(**encoded)``, and ``special_tokens_mask`` (1 at every ``[CLS]``/``[SEP]``) where
+    ``return_special_tokens_mask``, as the tokenizer's own option gives it."""
     single = isinstance(texts, str)
     contents = tokenizer([texts] if single else texts, add_special_tokens=False, verbose=False)["input_ids"]
     limit = None if max_length is None else content_fitting(max_length, block)
     rows = []
     for content in contents:
         ids = framed_blocks(content[:limit], block, tokenizer.cls_token_id, tokenizer.sep_token_id)
-        rows.append({"input_ids": ids, "attention_mask": [1] * len(ids),
-                     "special_tokens_mask": special_tokens_mask(ids, tokenizer)})
+        row = {"input_ids": ids, "attention_mask": [1] * len(ids)}
+        if return_special_tokens_mask:
+            row["special_tokens_mask"] = special_tokens_mask(ids, tokenizer)
+        rows.append(row)
     return tokenizer.pad(rows[0] if single else rows, **pad_kwargs)

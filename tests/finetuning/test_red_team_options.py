@@ -27,6 +27,7 @@ import hf_effattn
 from hf_effattn.commands import main as cli
 from hf_effattn.conversion import convert
 from hf_effattn.finetuning import masked_lm
+from hf_effattn.finetuning import text_classification_trainer as trainer_script
 from hf_effattn.finetuning.models import classifier_config
 from hf_effattn.hybrid_parts import check_mechanism_weights
 from hf_effattn.user_errors import TrainingDiverged
@@ -51,7 +52,8 @@ def test_window_dropouts_are_refused_before_the_transfer_writes_anything(tmp_pat
         assert exit.value.code == 2 and "argument --window_dropout: expected a share (0 for none) in [0, 1)" in \
             capsys.readouterr().err
     refused(mlm, mlm_argv(tiny_text_checkpoint(), train, out, *transfer, "--window_dropout", "0.5"), [train],
-            r"--window_dropout=0.5 acts on a local window beside the mechanism, and this 'kerformer' model has none")
+            r"--window_dropout=0.5 acts on a local window or blocks beside the mechanism, and this 'kerformer' model "
+            r"has none")
     assert not out.exists()  # the corrected rerun is not refused as "not empty"
 
 
@@ -161,17 +163,15 @@ def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_pat
                                                            "--resume_from_checkpoint", str(checkpoint)),
             [tmp_path / "out", checkpoint], r"Cannot resume from .*checkpoint-2: its model was saved with other settings "
             r"than this run builds: attention_config local_window: 16 in the checkpoint, 30 now\. Resume with")
-    script = load_script("run_trainer")
-    _, options = script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16"))
-    script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))  # the same model: resumes
+    _, options = trainer_script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16"))
+    trainer_script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))  # the same model: resumes
 
 
 def test_run_trainer_takes_window_dropout_and_names_the_options_it_does_not_take(tmp_path):
-    script = load_script("run_trainer")
-    _, options = script.parse_args(trainer_argv(tmp_path, "--local_window", "4", "--window_dropout", "0.5"))
+    _, options = trainer_script.parse_args(trainer_argv(tmp_path, "--local_window", "4", "--window_dropout", "0.5"))
     assert options.window_dropout == 0.5
     model = hf_effattn.create_model("roberta-base/kerformer", local_window=4, **SMALL)
-    callback = script.WindowDropoutEachStep(model, 0.5, seed=0)
+    callback = trainer_script.WindowDropoutEachStep(model, 0.5, seed=0)
     state = SimpleNamespace(global_step=next(step for step in range(20) if callback.dropout.drops(step)))
     callback.on_step_begin(None, state, None)
     assert model.encoder.layer[0].attention.self.parts == "mechanism"  # the window off on a drawn step
@@ -179,7 +179,7 @@ def test_run_trainer_takes_window_dropout_and_names_the_options_it_does_not_take
     assert model.encoder.layer[0].attention.self.parts == "both"
     from hf_effattn.finetuning.text_classification import RECIPE
 
-    taken = {option for action in script.build_parser()._actions for option in action.option_strings}
+    taken = {option for action in trainer_script.build_parser()._actions for option in action.option_strings}
     others = {option for action in RECIPE.build_parser()._actions for option in action.option_strings}
     guide = (REPO / "docs" / "lora-and-trainer.md").read_text()
     assert [option for option in sorted(others - taken) if f"`{option}`" not in guide] == []

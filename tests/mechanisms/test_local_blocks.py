@@ -14,7 +14,8 @@ import hf_effattn
 from hf_effattn.hybrid_parts import mechanism_weights, only_part
 from hf_effattn.modeling.kernel_attention import KernelAttention
 from helpers.mechanisms import WINDOWED, build, random_batch
-from helpers.references import reference
+from helpers import reference_checks
+from helpers.reference_checks import assert_real_close
 
 # Three sequences in N = 45: right-padded, left-padded (with a block of 8 cut short), and one shorter than a block.
 LENGTHS, SIDES, LENGTH = [45, 30, 5], ["right", "left", "right"], 45
@@ -28,21 +29,8 @@ def blocked(name: str, settings: dict, **kwargs):
     return build(name, settings, max_length=LENGTH, **kwargs)
 
 
-def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[torch.Tensor]) -> None:
-    for b, target in enumerate(expected):
-        torch.testing.assert_close(actual[b][mask[b]], target, atol=1e-12, rtol=1e-9)
-
-
 def assert_matches_reference(attn, lengths=LENGTHS, sides=SIDES, length=LENGTH) -> None:
-    """On a padded batch, ``attn``'s context and ``output_attentions`` matrix at the real tokens are its reference's."""
-    x, mask = random_batch(lengths, sides, length)
-    out = attn(x, mask, output_attentions=True)
-    refs = reference(attn, x, mask)
-    assert_real_close(out.context, mask, [r.context for r in refs])
-    for b, ref in enumerate(refs):
-        real = mask[b].nonzero().squeeze(-1)
-        torch.testing.assert_close(out.attentions[b][:, real][:, :, real],
-                                   ref.attention.expand(attn.num_heads, -1, -1), atol=1e-12, rtol=1e-9)
+    reference_checks.assert_matches_reference(attn, lengths, sides, length)
 
 
 @pytest.mark.parametrize("blocks", BLOCKS)
@@ -57,15 +45,6 @@ def test_mechanism_beside_the_blocks_equals_its_reference(name, blocks):
     references' docstring); Performer's features are stabilised per query row in the fast path, so only its own
     matrix stands for it (next test)."""
     assert_matches_reference(blocked(name, BLOCKS[blocks]))
-
-
-@pytest.mark.parametrize("name", WINDOWED)
-def test_the_blocked_path_applies_the_matrix_it_returns(name):
-    attn = blocked(name, {"local_block": 8, "global_tokens": 2})
-    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
-    out = attn(x, mask, output_attentions=True)
-    values = attn.split_heads(attn.value(x))
-    assert_real_close(out.context, mask, [attn.merge_heads(out.attentions @ values)[b][mask[b]] for b in range(3)])
 
 
 @pytest.mark.parametrize("name", KERNELIZED)

@@ -13,9 +13,9 @@ import hf_effattn
 from hf_effattn.hybrid_parts import (
     WindowDropout, check_mechanism_weights, check_window_dropout, mechanism_weights, only_part,
 )
-from helpers.mechanisms import HYBRIDS, WINDOWED, build, random_batch
-from helpers.references import reference
-from helpers.tolerances import assert_float64_close
+from helpers.mechanisms import WINDOWED, build, random_batch
+from helpers import reference_checks
+from helpers.reference_checks import assert_real_close
 
 # Three sequences in N = 100 (right-, left- and right-padded), so that a 32-query block has neighbours on both sides.
 LENGTHS, SIDES, LENGTH = [100, 70, 37], ["right", "left", "right"], 100
@@ -27,20 +27,8 @@ def windowed(name: str, settings: dict, **kwargs):
     return build(name, settings, max_length=LENGTH, **kwargs)
 
 
-def assert_real_close(actual: torch.Tensor, mask: torch.Tensor, expected: list[torch.Tensor]) -> None:
-    for b, target in enumerate(expected):
-        assert_float64_close(actual[b][mask[b]], target)
-
-
 def assert_matches_reference(attn) -> None:
-    """On a padded batch, ``attn``'s context and ``output_attentions`` matrix at the real tokens are its reference's."""
-    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
-    out = attn(x, mask, output_attentions=True)
-    refs = reference(attn, x, mask)
-    assert_real_close(out.context, mask, [r.context for r in refs])
-    for b, ref in enumerate(refs):
-        real = mask[b].nonzero().squeeze(-1)
-        assert_float64_close(out.attentions[b][:, real][:, :, real], ref.attention.expand(attn.num_heads, -1, -1))
+    reference_checks.assert_matches_reference(attn, LENGTHS, SIDES, LENGTH)
 
 
 @pytest.mark.parametrize("window", WINDOWS)
@@ -57,10 +45,13 @@ def test_mechanism_beside_the_window_equals_its_reference(name, window):
     assert_matches_reference(windowed(name, WINDOWS[window]))
 
 
-@pytest.mark.parametrize("name", HYBRIDS)
-def test_context_is_the_attention_matrix_times_the_values(name):
-    """The blocked path applies exactly the matrix ``output_attentions`` returns (Performer included)."""
-    attn = windowed(name, {"local_window": 10, "global_tokens": 2})
+@pytest.mark.parametrize("part", [{"local_window": 10, "global_tokens": 2}, {"local_block": 8, "global_tokens": 2}],
+                         ids=["window", "blocks"])
+@pytest.mark.parametrize("name", WINDOWED)
+def test_context_is_the_attention_matrix_times_the_values(name, part):
+    """Beside a window or blocks, the fast path applies exactly the matrix ``output_attentions`` returns (Performer
+    included)."""
+    attn = windowed(name, part)
     x, mask = random_batch(LENGTHS, SIDES, LENGTH)
     out = attn(x, mask, output_attentions=True)
     values = attn.split_heads(attn.value(x))

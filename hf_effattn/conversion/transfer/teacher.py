@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 from ...modeling.attention_vanilla import EagerAttention
-from ...modeling.pretrained import EffAttnPreTrainedModel
+from ...modeling import load_report
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def load_report_held_back():
     """Inside the block, the load report of our models (new, dropped and extended parameters) is not logged: the
     teacher is the source checkpoint read as it is, and a report of its head's parameters (a pooler that a masked-LM
     checkpoint lacks, a masked-LM head that the encoder drops) would read as a second conversion."""
-    report = logging.getLogger(EffAttnPreTrainedModel.__module__)
+    report = logging.getLogger(load_report.__name__)
     level = report.level
     report.setLevel(logging.ERROR)
     try:

@@ -56,7 +56,7 @@ def masked_lm_table() -> str:
              *(number(mlm(name, stage)) if stage != "transfer" or not ROWS[name].direct else "-"
                for stage in STAGE_TITLES),
              number(mlm(name, "mlm", "loss_window_alone")), *versus_chunks(name), gates_cell(name)]
-            for name in [CHUNKS, f"{CHUNKS}-plain", *BLOCK_ROWS]]
+            for name in [CHUNKS, f"{CHUNKS}-plain", f"{CHUNKS}-seed2", *BLOCK_ROWS]]
     return ("Held-out masked-LM loss (nats a masked token) at 2,048 tokens, the same 4,880 masked tokens for every "
             "row, framed ([CLS]/[SEP] at every block's edges) but for the `-plain` rows; before any training the "
             f"blocks alone are MiniLM's chunks exactly ({number(mlm(CHUNKS, 'extend'), 4)} against "

@@ -24,7 +24,7 @@ class Row:
     (hybrids only); ``transfer_steps``: a lever's own transfer budget (None: the run's, ``--transfer_steps``);
     ``framed``: [CLS]/[SEP] at every block's edges in pretraining and evaluation (rows with aligned blocks); ``direct``:
     no transfer, masked-LM pretraining straight from the extended model; ``mlm_options``: a lever's own options of
-    ``run_mlm.py``."""
+    ``run_mlm.py``; ``mlm_seed``: another seed of the pretraining (None: the benchmark's), its run-to-run noise."""
 
     name: str
     attention: str
@@ -36,6 +36,7 @@ class Row:
     framed: bool = False
     direct: bool = False
     mlm_options: tuple[str, ...] = ()
+    mlm_seed: int | None = None
 
     @property
     def hybrid(self) -> bool:
@@ -85,6 +86,7 @@ ROWS = {row.name: row for row in [
     *(hybrid(mechanism, lever=("-every2", "in every other layer"), settings={"local_window_every": 2})
       for mechanism in ("kerformer", "singularformer")),
     blocks("local"), blocks("local", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),
+    blocks("local", lever=("-seed2", "another pretraining seed: the run-to-run noise"), mlm_seed=2),
     *(blocks(mechanism) for mechanism in MECHANISMS),
     *(blocks(mechanism, lever=("-direct", "no attention transfer"), direct=True) for mechanism in MECHANISMS),
     blocks("kerformer", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),

@@ -239,14 +239,15 @@ def convert_command(row, args, transfer: bool) -> list[str]:
 
 def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) -> list[str]:
     """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048; a
-    ``row``'s window dropout, framing and lever options."""
+    ``row``'s window dropout, framing, seed and lever options."""
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
                "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
                "--max_eval_samples", "2", "--max_seq_length", str(length),
                "--per_device_train_batch_size", str(args.batch_size * LONG // length),
                "--gradient_accumulation_steps", str(args.mlm_accumulation),
                "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
-               "--num_warmup_steps", str(args.mlm_warmup_steps), "--seed", str(MLM_SEED),
+               "--num_warmup_steps", str(args.mlm_warmup_steps),
+               "--seed", str(MLM_SEED if row is None or row.mlm_seed is None else row.mlm_seed),
                "--output_dir", str(output), "--overwrite_output_dir"]
     if row is None:
         return command

@@ -64,6 +64,8 @@ case "${1:-}" in
     blocks="local-b512 kerformer-b512 singularformer-b512"
     python long_range.py --readers $(readers "$blocks")
     python pretrain.py --rows kerformer-b512-direct singularformer-b512-direct local-b512-plain --stages extend mlm
+    python pretrain.py --rows local-b512-seed2 --stages extend mlm   # the chunks' run-to-run noise
+    python long_range.py --readers local-b512-seed2@mlm
     python represent.py --readers $(readers "$blocks")
     python represent.py --length 8192 --readers $(readers "$blocks" @mlm)
     python memory_span.py   # after kerformer-b512-direct (lane blocks-B)

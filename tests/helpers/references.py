@@ -22,7 +22,6 @@ import torch
 import torch.nn.functional as F
 
 
-
 @dataclass
 class Reference:
     """What a reference gives for one sequence of L real tokens.
@@ -339,4 +338,3 @@ def reference(attn, x: torch.Tensor, padding_mask: torch.Tensor, state=None) -> 
     ``x [B, N, C]``, ``padding_mask [B, N]`` (True = real), ``state``: batched, as the module takes it."""
     of = windowed_reference if attn.window is not None else REFERENCES[attn.name]
     return [of(attn, x[b][padding_mask[b]], None if state is None else state[b]) for b in range(x.shape[0])]
-

@@ -52,6 +52,11 @@ def all_tasks() -> list[str]:
     return sorted({task for tasks in TASKS.values() for task in tasks})
 
 
+NO_MODEL_TYPE = ("its config.json names no model_type, or there is no config.json: give the folder that "
+                 "holds the checkpoint's config.json (a sentence-transformers model's is its root, or its model/ "
+                 "folder where a package ships it), or a Hub id.")
+
+
 def loadable_model_types() -> dict[str, str]:
     """``model_type -> family`` (``"text"`` or ``"vision"``) for every checkpoint our models load."""
     families = {}
@@ -62,9 +67,11 @@ def loadable_model_types() -> dict[str, str]:
     return families
 
 
-def family_of(model_type: str) -> str:
-    """The family whose models load checkpoints of ``model_type``."""
+def family_of(model_type: str | None, checkpoint: str = "the checkpoint") -> str:
+    """The family whose models load checkpoints of ``model_type`` (``checkpoint``'s, named in the errors)."""
     families = loadable_model_types()
+    if model_type is None:
+        raise ValueError(f"{checkpoint}: {NO_MODEL_TYPE}")
     if model_type not in families:
         raise ValueError(
             f"Cannot convert a checkpoint of model_type {model_type!r}: one of {', '.join(families)} is needed."

@@ -36,17 +36,17 @@ def checkpoint_block(checkpoint: str) -> int:
     of L tokens is read as the checkpoint read its inputs (``hf_effattn.modeling.local_blocks``)."""
     from transformers import PreTrainedConfig
 
+    from .model_classes import family_of
     from .modeling.modeling_effattn_roberta import EffAttnRobertaPreTrainedModel
 
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     own = (source.get("attention_config") or {}).get("local_block")
     if own:
         return own
-    family = EffAttnRobertaPreTrainedModel
-    if source.get("model_type") not in (family.config_class.model_type, *family.checkpoint_key_mappings):
+    if family_of(source.get("model_type"), checkpoint) != "text":
         raise ValueError(f"--local_block without a size takes the length of a text checkpoint's positions, and "
                          f"{checkpoint} has model_type {source.get('model_type')!r}: give the size, --local_block S.")
-    return family.config_from_checkpoint(source, None, None, {})[0].attention_max_length
+    return EffAttnRobertaPreTrainedModel.config_from_checkpoint(source, None, None, {})[0].attention_max_length
 
 
 def add_window_arguments(group) -> None:

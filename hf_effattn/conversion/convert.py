@@ -104,7 +104,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
               Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
     prepare_output_folder(output_dir, inputs, overwrite_output_dir)
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
-    family = family_of(source.get("model_type"))
+    family = family_of(source.get("model_type"), checkpoint)
     task = task or task_of(family, source.get("architectures"))
     loader = model_class(family, task)
     size = input_size_argument(loader.config_class.size_argument, family, max_length=max_length,

@@ -89,3 +89,15 @@ def test_blocks_are_refused_in_one_line_before_anything_is_written(options, mess
     import re
 
     assert re.search(message, convert_refusal(capsys, tmp_path, tiny_text_checkpoint(), *options))
+
+
+@pytest.mark.parametrize("options", [["--local_block"], ["--local_block", "16"]], ids=["own-length", "sized"])
+def test_a_folder_without_config_json_is_named_with_where_the_checkpoint_is(options, capsys, tmp_path):
+    """A sentence-transformers package's root (its model in ``model/``) has no ``config.json``: the message says so
+    and points to the folder that holds it, with the size or without."""
+    package = tmp_path / "package"
+    (package / "model").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    error = convert_refusal(capsys, tmp_path, str(package), "--attention_type", "kerformer", "--max_length", "64",
+                            *options)
+    assert f"{package}: its config.json names no model_type, or there is no config.json: give the folder" in error

@@ -13,6 +13,7 @@ Builders are cached per process: every test module shares one copy.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import importlib.util
 import random
@@ -78,10 +79,26 @@ def tiny_tokenizer():
     return build_word_tokenizer(task_vocabulary(NUM_WORDS), MAX_LENGTH)
 
 
+@contextlib.contextmanager
+def without_progress_bars():
+    """Transformers' progress bars off inside the block: a tiny checkpoint saved on its first use in a test prints
+    nothing into the output that test reads."""
+    from transformers.utils import logging
+
+    shown = logging.is_progress_bar_enabled()
+    logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if shown:
+            logging.enable_progress_bar()
+
+
 @functools.cache
 def tiny_text_checkpoint(dropout: float = 0.0) -> str:
     """A RoBERTa masked-LM checkpoint (hidden 32, 2 layers, 4 heads) with its tokenizer."""
-    return str(save_random_roberta(WORK / f"tiny-roberta-dropout{dropout}", tiny_tokenizer(), 32, dropout))
+    with without_progress_bars():
+        return str(save_random_roberta(WORK / f"tiny-roberta-dropout{dropout}", tiny_tokenizer(), 32, dropout))
 
 
 @functools.cache
@@ -92,7 +109,8 @@ def tiny_vit_checkpoint(with_processor: bool = True) -> str:
     folder = WORK / f"tiny-vit-processor{with_processor}"
     config = ViTConfig(image_size=16, patch_size=4, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                        intermediate_size=64, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    ViTModel(config, add_pooling_layer=False).save_pretrained(folder)
+    with without_progress_bars():
+        ViTModel(config, add_pooling_layer=False).save_pretrained(folder)
     if with_processor:
         ViTImageProcessor(size={"height": 16, "width": 16}).save_pretrained(folder)
     return str(folder)

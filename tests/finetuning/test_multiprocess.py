@@ -7,7 +7,6 @@ reloads its saved state exactly. Hybrid sharding and DeepSpeed need GPUs: not ru
 
 import json
 
-import pytest
 import torch
 from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from helpers.finetuning import (
@@ -20,9 +19,6 @@ from helpers.finetuning import (
     tiny_text_checkpoint,
     training_options,
 )
-
-# Each launch takes accelerate's one port (29500): under pytest-xdist's --dist loadgroup these run in one worker.
-pytestmark = pytest.mark.xdist_group("two_cpu_processes")
 
 
 TEXT_SCRIPT = REPO / "finetune" / "run_text_classification.py"

@@ -278,9 +278,19 @@ def assert_same_weights(folder_a, folder_b) -> None:
         assert torch.equal(weights_a[name], weights_b[name]), name
 
 
+def free_port() -> int:
+    """A TCP port no process listens on now (the system's choice for port 0)."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
 def launch_two_cpu_processes(config: str, script: Path, argv: list[str]):
     """``accelerate launch`` of ``script argv`` as two CPU processes (gloo) with ``configs/<config>.yaml``; returns
-    the finished ``subprocess.CompletedProcess`` (output captured)."""
+    the finished ``subprocess.CompletedProcess`` (output captured). Each launch takes a free port of its own, so
+    that launches in parallel test workers, or one just after another, never meet on accelerate's default."""
     import os
     import subprocess
     import sys
@@ -289,5 +299,6 @@ def launch_two_cpu_processes(config: str, script: Path, argv: list[str]):
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
     command = [sys.executable, "-m", "accelerate.commands.launch",
                "--config_file", str(REPO / "configs" / f"{config}.yaml"), "--num_processes", "2",
+               "--main_process_port", str(free_port()),
                str(script), *argv]
     return subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)

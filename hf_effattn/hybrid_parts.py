@@ -78,8 +78,9 @@ def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dr
     WindowDropout(rate)
     if rate > 0 and not has_hybrid_layers(model):
         name = next(module.name for module in model.modules() if isinstance(module, EfficientAttention))
-        raise ValueError(f"{option}={rate} acts on a local window or blocks beside the mechanism, and this {name!r} model "
-                         "has none: set local_window (e.g. --local_window 128) or local_block, or drop the option.")
+        raise ValueError(f"{option}={rate} acts on a local window or blocks beside the mechanism, and this "
+                         f"{name!r} model has none: set local_window (e.g. --local_window 128) or local_block, or "
+                         "drop the option.")
 
 
 def check_window_dropout_of(config, rate: float, option: str = "window_dropout") -> None:

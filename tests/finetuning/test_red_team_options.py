@@ -164,7 +164,8 @@ def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_pat
             [tmp_path / "out", checkpoint], r"Cannot resume from .*checkpoint-2: its model was saved with other settings "
             r"than this run builds: attention_config local_window: 16 in the checkpoint, 30 now\. Resume with")
     _, options = trainer_script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16"))
-    trainer_script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))  # the same model: resumes
+    # the same model: resumes
+    trainer_script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))
 
 
 def test_run_trainer_takes_window_dropout_and_names_the_options_it_does_not_take(tmp_path):

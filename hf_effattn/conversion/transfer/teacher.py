@@ -15,8 +15,8 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from ...modeling.attention_vanilla import EagerAttention
 from ...modeling import load_report
+from ...modeling.attention_vanilla import EagerAttention
 
 logger = logging.getLogger(__name__)
 

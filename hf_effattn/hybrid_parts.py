@@ -73,24 +73,34 @@ class WindowDropout:
         return "mechanism" if self.drops(step) else None
 
 
-def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dropout") -> None:
-    """Raise unless ``rate`` is a share in [0, 1), and, when above 0, ``model`` has a hybrid layer to act on."""
-    WindowDropout(rate)
-    if rate > 0 and not has_hybrid_layers(model):
+def check_local_part(model: nn.Module, option: str, value) -> None:
+    """Raise when ``option``, set to ``value``, acts on a local part beside the mechanism (its window dropout, its
+    gates' learning rate) and ``model`` has no hybrid layer."""
+    if not has_hybrid_layers(model):
         name = next(module.name for module in model.modules() if isinstance(module, EfficientAttention))
-        raise ValueError(f"{option}={rate} acts on a local window or blocks beside the mechanism, and this "
+        raise ValueError(f"{option}={value} acts on a local window or blocks beside the mechanism, and this "
                          f"{name!r} model has none: set local_window (e.g. --local_window 128) or local_block, or "
                          "drop the option.")
 
 
-def check_window_dropout_of(config, rate: float, option: str = "window_dropout") -> None:
-    """:func:`check_window_dropout` for a model of ``config`` before it exists: on its first layer's attention (which
-    has the window when any layer has), built on the meta device (nothing allocated)."""
-    if not rate:
-        return
+def first_attention(config) -> nn.Module:
+    """The first layer's attention of a model of ``config``, before the model exists, built on the meta device
+    (nothing allocated): it has a local part when any layer has, for the checks of the options acting on one."""
     with torch.device("meta"):
-        attention = EffAttnAttention(config, layer_idx=0, post_norm=True)
-    check_window_dropout(attention, rate, option)
+        return EffAttnAttention(config, layer_idx=0, post_norm=True)
+
+
+def check_window_dropout(model: nn.Module, rate: float, option: str = "window_dropout") -> None:
+    """Raise unless ``rate`` is a share in [0, 1), and, when above 0, ``model`` has a hybrid layer to act on."""
+    WindowDropout(rate)
+    if rate > 0:
+        check_local_part(model, option, rate)
+
+
+def check_window_dropout_of(config, rate: float, option: str = "window_dropout") -> None:
+    """:func:`check_window_dropout` for a model of ``config`` before it exists (:func:`first_attention`)."""
+    if rate:
+        check_window_dropout(first_attention(config), rate, option)
 
 
 def mechanism_weights(model: nn.Module) -> list[list[float] | None]:

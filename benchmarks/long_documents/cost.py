@@ -18,11 +18,13 @@ and only at the masked ones (``sparse``, ModernBERT's sparse prediction, what ``
 
 Results: ``results/cost/<length>.json`` (``<length>_no_attention_dropout.json``) and
 ``results/cost/masked_lm_<length>.json``; on CUDA, in bfloat16 or with a larger batch the name says so
-(``2048_cuda_bfloat16_batch8.json``).
+(``2048_cuda_bfloat16_batch8.json``). ``--blocks`` times the rows with aligned blocks instead (the chunked reader
+``local-b512`` and each mechanism as a memory across its blocks), named ``..._blocks.json``.
 
     python benchmarks/long_documents/cost.py --length 2048 --repeats 3
     python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout
     python benchmarks/long_documents/cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128
+    python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout --blocks
     python benchmarks/long_documents/cost.py --length 8192 --dtype bfloat16 --batch_size 2   # on a GPU
 """
 
@@ -39,6 +41,7 @@ from hf_effattn.benchmark.machine import machine_description
 KIND = "cost"
 COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
              "kerformer-w128", "dba-w128", "psf-w128"]
+BLOCK_COST_ROWS = ["local-b512", "singularformer-b512", "kerformer-b512", "dba-b512", "psf-b512"]
 
 
 def build(row_name: str, length: int, model_class, attention_dropout: float | None = None):
@@ -146,17 +149,22 @@ def measure(args, attention_dropout: float | None) -> dict:
 
 
 def measurement_name(args) -> str:
-    """The result's name: ``[masked_lm_]<length>[_no_attention_dropout][_cuda][_bfloat16][_batch<B>]``."""
+    """The result's name: ``[masked_lm_]<length>[_no_attention_dropout][_cuda][_bfloat16][_batch<B>][_blocks]``."""
     name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
     name += "_no_attention_dropout" if args.no_attention_dropout else ""
     name += "_cuda" if default_device().type == "cuda" else ""
     name += "" if args.dtype == "float32" else f"_{args.dtype}"
-    return name + (f"_batch{args.batch_size}" if args.batch_size > 1 else "")
+    name += f"_batch{args.batch_size}" if args.batch_size > 1 else ""
+    return name + ("_blocks" if args.blocks else "")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rows", nargs="+", default=COST_ROWS, choices=list(ROWS))
+    rows = parser.add_mutually_exclusive_group()
+    rows.add_argument("--rows", nargs="+", default=COST_ROWS, choices=list(ROWS))
+    rows.add_argument("--blocks", action="store_true",
+                      help=f"the rows with aligned blocks ({' '.join(BLOCK_COST_ROWS)}) instead, in a result of "
+                           "their own")
     parser.add_argument("--length", type=positive_int, default=LONG)
     parser.add_argument("--masked_lm", action="store_true", help="the masked-LM step, dense and sparse")
     parser.add_argument("--repeats", type=positive_int, default=3)
@@ -168,6 +176,7 @@ def main() -> None:
                         help="bfloat16: the step under bfloat16 autocast")
     parser.add_argument("--again", action="store_true", help="measure anew where this measurement's result exists")
     args = parser.parse_args()
+    args.rows = BLOCK_COST_ROWS if args.blocks else args.rows
     name = measurement_name(args)
     if kept(KIND, name, args.again):
         return

@@ -43,7 +43,7 @@ from transformers.utils import cached_file, logging
 
 from ..argument_types import MAX_LEARNING_RATE
 from ..hub_or_local import check_found, check_hub_id
-from ..hybrid_parts import check_window_dropout_of, mechanism_weights
+from ..hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
 from ..model_cards import CardContent, card_base_model, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair
@@ -117,6 +117,9 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     if transfer:
         check_softmax(source.get("attention_type", "sdpa"), checkpoint)
         check_window_dropout_of(plan.target, transfer.get("window_dropout", 0.0))
+        if "mechanism_weight_learning_rate" in transfer:
+            check_local_part(first_attention(plan.target), "mechanism_weight_learning_rate",
+                             transfer["mechanism_weight_learning_rate"])
     processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
     if transfer:
@@ -169,7 +172,7 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     without data, with unknown arguments or with values out of range (:data:`TRANSFER_SPECS`)."""
     from ..modeling.attention_registry import build_settings
 
-    settings = build_settings(attention_type, attention_config)
+    build_settings(attention_type, attention_config)  # raises for a setting the mechanism does not have
     if "num_labels" in config_overrides and task not in LABELLED_TASKS:
         raise ValueError(f"--num_labels does nothing for the {task!r} head, which has no labels: drop it, or choose "
                          f"a head with labels (--task {' / '.join(t for t in LABELLED_TASKS if t in TASKS[family])}).")
@@ -184,12 +187,6 @@ def check_request(family: str, task: str, attention_type: str, attention_config:
     for name, spec in TRANSFER_SPECS.items():
         if name in transfer:
             checked(name, transfer[name], spec, where="transfer argument")
-    gates = (settings.local_window is not None or settings.local_block is not None) and attention_type != "local"
-    if "mechanism_weight_learning_rate" in transfer and not gates:
-        raise ValueError(f"mechanism_weight_learning_rate={transfer['mechanism_weight_learning_rate']} "
-                         "(--transfer_mechanism_weight_learning_rate) trains the gates beside a local window or blocks, "
-                         f"and this {attention_type!r} model has none: set local_window or local_block (e.g. "
-                         "--local_block), or drop the option.")
 
 
 TRANSFER_SPECS = {  # the transfer's arguments that a value out of range would make fail after the model loads

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from ..argument_types import hub_id, learning_rate, non_negative_float, non_negative_int, positive_int, share
-from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE, check_window_dropout_of
+from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE, check_local_part, check_window_dropout_of, first_attention
 from ..output_folders import Input
 from ..user_errors import OneLineParser, refuse_options_without
 from ..window_options import add_window_arguments, with_window_settings
@@ -190,7 +190,8 @@ def check_against_model(args: argparse.Namespace, config) -> None:
     """Options that the model's config cannot honour, refused before anything loads: a ``--max_length`` beyond the
     longest input its position embeddings take (``config.attention_max_length``: for RoBERTa
     ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index), and a window
-    dropout without a window beside the mechanism (:func:`~hf_effattn.hybrid_parts.check_window_dropout_of`)."""
+    dropout or the gates' learning rate without a window or blocks beside the mechanism
+    (:func:`~hf_effattn.hybrid_parts.check_local_part`)."""
     max_length, limit = getattr(args, "max_length", None), getattr(config, "attention_max_length", None)
     if max_length and limit and max_length > limit:
         raise ValueError(f"--max_length {max_length} is longer than the {limit} tokens {args.model_name_or_path} "
@@ -198,6 +199,10 @@ def check_against_model(args: argparse.Namespace, config) -> None:
                          f"{limit} or less.")
     for option in ("window_dropout", "attention_transfer_window_dropout"):
         check_window_dropout_of(config, getattr(args, option), f"--{option}")
+    for option in ("mechanism_weight_learning_rate", "attention_transfer_mechanism_weight_learning_rate"):
+        rate = getattr(args, option, MECHANISM_WEIGHT_LEARNING_RATE)
+        if rate != MECHANISM_WEIGHT_LEARNING_RATE:
+            check_local_part(first_attention(config), f"--{option}", rate)
 
 
 DEPENDENT_OPTIONS = {  # an option -> the options that act only with it, what it runs, and how to give it

@@ -168,18 +168,37 @@ def test_a_finished_measurement_is_kept_unless_asked_again(tmp_path, monkeypatch
     assert json.loads(path.read_text())["steps"] == measured
 
 
-@pytest.mark.parametrize("device, dtype, batch_size, masked_lm, expected", [
-    ("cpu", "float32", 1, False, "2048"),
-    ("cpu", "float32", 1, True, "masked_lm_2048"),
-    ("cuda", "bfloat16", 8, False, "2048_cuda_bfloat16_batch8"),
+@pytest.mark.parametrize("device, dtype, batch_size, masked_lm, blocks, expected", [
+    ("cpu", "float32", 1, False, False, "2048"),
+    ("cpu", "float32", 1, True, False, "masked_lm_2048"),
+    ("cuda", "bfloat16", 8, False, False, "2048_cuda_bfloat16_batch8"),
+    ("cpu", "float32", 1, False, True, "2048_blocks"),
 ])
-def test_a_cost_is_named_by_where_and_how_it_ran(monkeypatch, device, dtype, batch_size, masked_lm, expected):
+def test_a_cost_is_named_by_where_and_how_it_ran(monkeypatch, device, dtype, batch_size, masked_lm, blocks, expected):
     import cost
 
     monkeypatch.setattr(cost, "default_device", lambda: torch.device(device))
     args = SimpleNamespace(length=2048, masked_lm=masked_lm, no_attention_dropout=False, dtype=dtype,
-                           batch_size=batch_size)
+                           batch_size=batch_size, blocks=blocks)
     assert cost.measurement_name(args) == expected
+
+
+def test_a_block_row_is_costed_on_the_row_of_its_architecture(tmp_path, monkeypatch):
+    """A lever of the pretraining (no transfer, the gates' learning rate) has its row's cost: the weights do not
+    change it; the target is the step over the chunked reader's."""
+    import json
+
+    import block_tables
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    (tmp_path / "cost").mkdir()
+    steps = {"local-b512": {"step_seconds": 2.0}, "kerformer-b512": {"step_seconds": 2.5},
+             "psf-b512": {"step_seconds": 8.0}}
+    (tmp_path / "cost" / "8192_no_attention_dropout_blocks.json").write_text(json.dumps({"steps": steps}))
+    assert block_tables.cost_of("kerformer-b512-direct-gate-lr0.1") == "met (1.25 vs 1.5)"
+    assert block_tables.cost_of("psf-b512-direct") == "**missed** (4 vs 1.5)"
+    assert block_tables.cost_of("dba-b512") == "not run"
 
 
 def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, monkeypatch):

@@ -141,18 +141,21 @@ def test_the_window_is_refused_in_one_line(options, message, capsys, tmp_path, s
     assert message in convert_refusal(capsys, tmp_path, source, *options)
 
 
-def test_window_dropout_without_a_window_is_refused_before_anything_trains(capsys, tmp_path, source):
+@pytest.mark.parametrize("option, value", [("window_dropout", "0.2"), ("mechanism_weight_learning_rate", "0.1")])
+def test_options_on_the_local_part_are_refused_without_one_before_anything_trains(option, value, capsys, tmp_path,
+                                                                                  source):
     error = convert_refusal(capsys, tmp_path, source, "--attention_type", "dba", "--transfer_data",
-                            texts_file(tmp_path), "--transfer_window_dropout", "0.2")
-    assert ("acts on a local window or blocks beside the mechanism, and this 'dba' model has none: set local_window"
-            in error)
+                            texts_file(tmp_path), f"--transfer_{option}", value)
+    assert (f"{option}={value} acts on a local window or blocks beside the mechanism, and this 'dba' model has none: "
+            "set local_window" in error)
 
 
-def test_fine_tuning_refuses_window_dropout_without_a_window(tmp_path, source):
-    with pytest.raises(ValueError, match="--window_dropout=0.3 acts on a local window"):
+@pytest.mark.parametrize("option, value", [("window_dropout", "0.3"), ("mechanism_weight_learning_rate", "0.1")])
+def test_fine_tuning_refuses_options_on_the_local_part_without_one(option, value, tmp_path, source):
+    with pytest.raises(ValueError, match=f"--{option}={value} acts on a local window or blocks beside the mechanism"):
         load_script("run_mlm").main(["--model_name_or_path", source, "--attention_type", "dba",
                                      "--train_file", texts_file(tmp_path), "--validation_split_percentage", "20",
-                                     "--max_seq_length", "16", "--window_dropout", "0.3",
+                                     "--max_seq_length", "16", f"--{option}", value,
                                      *training_options(tmp_path / "run", max_train_steps=2)])
 
 

@@ -88,6 +88,7 @@ case "${1:-}" in
     python cost.py --length 2048 --repeats 3 --no_attention_dropout
     python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128 local-w128
     python cost.py --length 8192 --repeats 2 --no_attention_dropout
+    python cost.py --length 8192 --repeats 2 --no_attention_dropout --blocks   # the block rows (issue 33)
     ;;
   gpu)
     rows="sdpa local-w128 local-w128-g1 singularformer kerformer dba psf singularformer-w128 kerformer-w128 dba-w128

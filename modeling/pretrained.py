@@ -186,7 +186,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 "argument": plan.target.size_argument, "from": plan.saved.input_size, "to": plan.target.input_size,
                 "parameters": extend_positions(model, plan.target),
             }
-        model.check_block_alignment()
+        model.check_block_alignment((plan.source.get("attention_config") or {}).get("local_block"))
         log_loading_report(model, info, plan.path, plan.source.get("model_type"))
         return (model, info) if output_loading_info else model
 
@@ -201,10 +201,10 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         copies, or None where positions are not copied (the family's rule)."""
         return None
 
-    def check_block_alignment(self) -> None:
-        """Raise where aligned blocks (``local_block``) would not restart the copied positions (see
-        :func:`check_block_period`)."""
-        check_block_period(self.config.attention_config.get("local_block"), self.position_period())
+    def check_block_alignment(self, checkpoint_block: int | None = None) -> None:
+        """Raise where aligned blocks (``local_block``) would not restart the copied positions; ``checkpoint_block``:
+        the blocks the checkpoint itself read, if any (see :func:`check_block_period`)."""
+        check_block_period(self.config.attention_config.get("local_block"), self.position_period(), checkpoint_block)
 
     def extend_position_embeddings(self, config) -> None:
         """Grow the position embeddings, in place, to the input size of ``config`` (the family's rule, see
@@ -273,11 +273,15 @@ def check_size_arguments(cls, kwargs: dict) -> None:
                              "own family.")
 
 
-def check_block_period(block: int | None, period: int | None) -> None:
+def check_block_period(block: int | None, period: int | None, checkpoint_block: int | None = None) -> None:
     """Raise unless aligned blocks of ``block`` tokens restart positions copied with ``period`` (either None: nothing
     to check): with Longformer's copy the token of rank t has position row ``t mod L``, so that only blocks of L
-    tokens read each block as the checkpoint read its inputs (``local_blocks.py``)."""
+    tokens read each block as the checkpoint read its inputs (``local_blocks.py``). A checkpoint that already read
+    blocks of ``block`` (``checkpoint_block``) at a multiple of it, trained there (its positions no longer repeat)
+    and extended again, keeps them: each block reads the positions of a block it was trained on."""
     if block is None or period is None or block == period:
+        return
+    if block == checkpoint_block and period % block == 0:
         return
     raise ValueError(
         f"local_block={block} differs from the period of this model's positions: they were extended by copying "

@@ -117,3 +117,28 @@ def test_a_checkpoint_converted_to_blocks_starts_its_gates_at_the_documented_val
                                                            initial_mechanism_weight=setting, max_length=LONG)
     expected = setting or hf_effattn.get_attention_class(attention_type).block_mechanism_weight
     assert mechanism_weights(model) == [pytest.approx([expected] * 2)] * 2
+
+
+def test_a_block_model_trained_at_a_multiple_of_its_blocks_extends_again_with_them(tmp_path):
+    """Trained at twice its blocks (its positions no longer repeat) and extended again, a model keeps its blocks:
+    each block reads the positions of a block it was trained on, so over four times its blocks it reads each half
+    as the trained model reads it; the extended model saves and reloads, and another block size is still refused."""
+    save_source(RobertaModel, "roberta", tmp_path / "source")
+    trained = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "source", attention_type="local",
+                                                             local_block=CHUNK, max_length=2 * CHUNK).eval()
+    with torch.no_grad():  # what training does to the copied positions
+        positions = trained.embeddings.position_embeddings.weight
+        positions.add_(0.1 * torch.randn(positions.shape, generator=torch.Generator().manual_seed(0)))
+    trained.save_pretrained(tmp_path / "trained")
+    longer = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "trained", max_length=LONG).eval()
+    assert longer.config.attention_config["local_block"] == CHUNK
+    input_ids = torch.randint(3, 40, (1, LONG), generator=torch.Generator().manual_seed(1))
+    halves = [trained(half).last_hidden_state for half in input_ids.split(2 * CHUNK, dim=1)]
+    torch.testing.assert_close(longer(input_ids).last_hidden_state, torch.cat(halves, dim=1), rtol=1e-5, atol=1e-5)
+    longer.save_pretrained(tmp_path / "longer")
+    reloaded = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "longer").eval()
+    torch.testing.assert_close(reloaded(input_ids).last_hidden_state, longer(input_ids).last_hidden_state,
+                               rtol=0, atol=0)
+    with pytest.raises(ValueError, match=rf"local_block=9 differs from the period .* set local_block={2 * CHUNK}"):
+        hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "trained", local_block=9, max_length=LONG,
+                                                       convert_attention=True)

@@ -82,6 +82,8 @@ case "${1:-}" in
     levers="kerformer-b512-direct-gate-lr0.1 singularformer-b512-direct-gate-lr0.1"
     python pretrain.py --rows $levers --stages extend mlm
     python long_range.py --readers $(readers "$levers")
+    python represent.py --readers $(readers "$direct" @mlm) $(readers "$levers" @mlm)
+    python represent.py --length 8192 --readers $(readers "$direct" @mlm)
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

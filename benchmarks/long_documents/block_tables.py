@@ -21,7 +21,16 @@ from gate_start import table as gate_start_table
 from tables import STAGE_TITLES, mlm, number, paired_loss, publish, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
+CHUNK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention == "local"]
 BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention != "local"]
+
+
+def control_of(name: str) -> str:
+    """Row ``name``'s control: the chunks pretrained with its number of masked-LM steps, and for a block row with its
+    seed too (a chunks row of another seed is held against the first seed's: the run-to-run noise)."""
+    row = ROWS[name]
+    seed = f"-seed{row.mlm_seed}" if row.mlm_seed and row.attention != "local" else ""
+    return CHUNKS + (f"-mlm{row.mlm_steps}" if row.mlm_steps else "") + seed
 
 
 def start_of(row) -> float:
@@ -40,9 +49,10 @@ def gates_cell(name: str) -> str:
 
 
 def versus_chunks(name: str) -> list[str]:
-    """After pretraining, against the chunks on the same masked tokens (``long_range.py``): every token, the far ones,
-    the near ones and far minus near, each a paired difference ± its standard error (negative: better)."""
-    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{CHUNKS}@mlm")
+    """After pretraining, against its chunks (:func:`control_of`) on the same masked tokens (``long_range.py``):
+    every token, the far ones, the near ones and far minus near, each a paired difference ± its standard error
+    (negative: better)."""
+    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
     if not mine or not chunks:
         return ["not run"] * 4
     every = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
@@ -57,29 +67,32 @@ def masked_lm_table() -> str:
              *(number(mlm(name, stage)) if stage != "transfer" or not ROWS[name].direct else "-"
                for stage in STAGE_TITLES),
              number(mlm(name, "mlm", "loss_window_alone")), *versus_chunks(name), gates_cell(name)]
-            for name in [CHUNKS, f"{CHUNKS}-plain", f"{CHUNKS}-seed2", *BLOCK_ROWS]]
+            for name in [*CHUNK_ROWS, *BLOCK_ROWS]]
     return ("Held-out masked-LM loss (nats a masked token) at 2,048 tokens, the same 4,880 masked tokens for every "
             "row, framed ([CLS]/[SEP] at every block's edges) but for the `-plain` rows; before any training the "
             f"blocks alone are MiniLM's chunks exactly ({number(mlm(CHUNKS, 'extend'), 4)} against "
             f"{number(mlm('sdpa-512', 'head'), 4)}). Against the chunks: the paired per-token difference from "
-            f"`{CHUNKS}` after the same pretraining, ± its standard error.\n\n" + markdown_table(header, body))
+            f"`{CHUNKS}` after the same pretraining (for the rows of the steps lever: from the chunks pretrained with "
+            "the same steps and seed), ± its standard error.\n\n" + markdown_table(header, body))
 
 
 def representations_table() -> str:
-    chunks, chunks_long = representation(f"{CHUNKS}@mlm"), representation(f"{CHUNKS}@mlm", 8192)
     header = ["reader, after pretraining", "probe: accuracy, % (vs chunks)", "retrieval at 2,048: recall@1, % "
               "(vs chunks)", "retrieval at 8,192: recall@1, % (vs chunks)"]
-    readers = [f"{name}@mlm" for name in [CHUNKS, *BLOCK_ROWS]] + [f"{name}@mlm-window-alone" for name in BLOCK_ROWS]
-    body = [[f"`{reader}`", share_cell(representation(reader), "probe", "accuracy", chunks),
-             share_cell(representation(reader), "retrieval", "recall_at_1", chunks),
-             share_cell(representation(reader, 8192), "retrieval", "recall_at_1", chunks_long)] for reader in readers]
+    readers = [(name, "@mlm") for name in [*CHUNK_ROWS, *BLOCK_ROWS]] + [(name, "@mlm-window-alone")
+                                                                          for name in BLOCK_ROWS]
+    body = [[f"`{name}{stage}`",
+             *(share_cell(representation(name + stage, length), measure, value,
+                          representation(f"{control_of(name)}@mlm", length))
+               for measure, value, length in [("probe", "accuracy", 2048), ("retrieval", "recall_at_1", 2048),
+                                              ("retrieval", "recall_at_1", 8192)])] for name, stage in readers]
     return ("Frozen encoders, framed, as the representations table reads them; in brackets the paired difference "
-            f"from `{CHUNKS}` after the same pretraining.\n\n" + markdown_table(header, body))
+            "from the chunks after the same pretraining.\n\n" + markdown_table(header, body))
 
 
 def below_chunks(name: str) -> str:
     """The loss target: below the chunks' by at least two paired standard errors."""
-    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{CHUNKS}@mlm")
+    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
     if not mine or not chunks:
         return "not run"
     difference, error = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
@@ -88,7 +101,7 @@ def below_chunks(name: str) -> str:
 
 def far_gain(name: str) -> str:
     """The far words gain more than the near ones (far minus near below zero)."""
-    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{CHUNKS}@mlm")
+    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
     if not mine or not chunks:
         return "not run"
     difference, error = paired_loss(mine, chunks)
@@ -96,7 +109,7 @@ def far_gain(name: str) -> str:
 
 
 def retrieval_target(name: str, length: int) -> str:
-    mine, chunks = representation(f"{name}@mlm", length), representation(f"{CHUNKS}@mlm", length)
+    mine, chunks = representation(f"{name}@mlm", length), representation(f"{control_of(name)}@mlm", length)
     if not mine or not chunks or "retrieval" not in mine or "retrieval" not in chunks:
         return "not run"
     return target(100 * mine["retrieval"]["recall_at_1"], 100 * chunks["retrieval"]["recall_at_1"],
@@ -144,12 +157,12 @@ def memory_span_text() -> str:
 
 def plot(path: Path) -> None:
     figure, axes = figure_and_axes()
-    for index, name in enumerate([CHUNKS, *BLOCK_ROWS]):
+    for index, name in enumerate([*CHUNK_ROWS, *BLOCK_ROWS]):
         points = [(i, mlm(name, stage)) for i, stage in enumerate(STAGE_TITLES)]
         points = [(i, loss) for i, loss in points if loss is not None]
         if points:
             axes.plot(*zip(*points), marker="o", color=f"C{index % 10}", label=name,
-                      linestyle="--" if name == CHUNKS else "-")
+                      linestyle="--" if name in CHUNK_ROWS else "-")
     axes.set_xticks(range(len(STAGE_TITLES)), [title.replace("after ", "") for title in STAGE_TITLES.values()])
     axes.set_ylabel("held-out masked-LM loss, framed (nats / masked token)")
     save_figure(figure, axes, path)

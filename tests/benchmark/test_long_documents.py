@@ -77,7 +77,8 @@ def test_the_rows_compare_every_mechanism_alone_and_beside_the_same_window_or_bl
         batch_size=1, transfer_steps=3, transfer_learning_rate=1e-3))
     assert command[command.index("--attention_config") + 1] == '{"local_window": 128}'
     assert command[command.index("--transfer_window_dropout") + 1] == "0.25"
-    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=3, mlm_warmup_steps=1)
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=3, mlm_warmup_steps=1,
+                             again=False)
     direct = pretrain.stage_command(ROWS["kerformer-b512-direct"], "mlm", budget)
     assert direct[direct.index("--model_name_or_path") + 1].endswith("kerformer-b512-direct-2048-extend")
     assert "--block_special_tokens" in direct and not pretrain.applies(ROWS["kerformer-b512-direct"], "transfer")
@@ -199,6 +200,35 @@ def test_a_block_row_is_costed_on_the_row_of_its_architecture(tmp_path, monkeypa
     assert block_tables.cost_of("kerformer-b512-direct-gate-lr0.1") == "met (1.25 vs 1.5)"
     assert block_tables.cost_of("psf-b512-direct") == "**missed** (4 vs 1.5)"
     assert block_tables.cost_of("dba-b512") == "not run"
+
+
+def test_the_steps_lever_pretrains_longer_resumably_against_chunks_pretrained_as_long(tmp_path, monkeypatch):
+    """A row with more masked-LM steps scales its warm-up, continues its newest checkpoint (unless measured again),
+    and is held against the chunks pretrained with the same steps, not the benchmark's 80."""
+    import json
+
+    import block_tables
+    import common
+
+    lever = "singularformer-b512-direct-gate-lr0.1-mlm160"
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
+                             mlm_warmup_steps=8, again=False)
+    command = pretrain.stage_command(ROWS[lever], "mlm", budget)
+    assert command[command.index("--max_train_steps") + 1] == "160"
+    assert command[command.index("--num_warmup_steps") + 1] == "16"
+    assert command[command.index("--resume_from_checkpoint") + 1] == "latest"
+    assert command[command.index("--checkpointing_steps") + 1] == str(pretrain.CHECKPOINT_STEPS)
+    again = pretrain.stage_command(ROWS[lever], "mlm", SimpleNamespace(**{**vars(budget), "again": True}))
+    assert "--resume_from_checkpoint" not in again and "--overwrite_output_dir" in again
+    assert block_tables.control_of(lever) == "local-b512-mlm160" and ROWS["local-b512-mlm160"].mlm_steps == 160
+    assert block_tables.control_of("singularformer-b512-direct-gate-lr0.1") == "local-b512"
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    for reader, losses in [("local-b512", [1.0, 1.0, 1.2, 1.0]), ("local-b512-mlm160", [2.0, 2.0, 2.2, 2.0]),
+                           (lever, [1.9, 1.8, 2.1, 1.9])]:
+        (tmp_path / "long_range").mkdir(exist_ok=True)
+        (tmp_path / "long_range" / f"{reader}@mlm.json").write_text(json.dumps({"losses": losses}))
+    assert block_tables.below_chunks(lever) == "met (-0.125, 2 s.e. 0.050)"
 
 
 def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, monkeypatch):

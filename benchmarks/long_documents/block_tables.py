@@ -33,6 +33,11 @@ def control_of(name: str) -> str:
     return CHUNKS + (f"-mlm{row.mlm_steps}" if row.mlm_steps else "") + seed
 
 
+def long_range_pair(name: str) -> tuple[dict | None, dict | None]:
+    """``long_range.py``'s per-token losses of row ``name`` after pretraining, and of its control's."""
+    return read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
+
+
 def start_of(row) -> float:
     """The gates' default start for ``row`` (kernelized 1e-4, the others 0.1), or its setting."""
     from hf_effattn import get_attention_class
@@ -52,7 +57,7 @@ def versus_chunks(name: str) -> list[str]:
     """After pretraining, against its chunks (:func:`control_of`) on the same masked tokens (``long_range.py``):
     every token, the far ones, the near ones and far minus near, each a paired difference ± its standard error
     (negative: better)."""
-    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
+    mine, chunks = long_range_pair(name)
     if not mine or not chunks:
         return ["not run"] * 4
     every = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
@@ -92,7 +97,7 @@ def representations_table() -> str:
 
 def below_chunks(name: str) -> str:
     """The loss target: below the chunks' by at least two paired standard errors."""
-    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
+    mine, chunks = long_range_pair(name)
     if not mine or not chunks:
         return "not run"
     difference, error = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
@@ -101,7 +106,7 @@ def below_chunks(name: str) -> str:
 
 def far_gain(name: str) -> str:
     """The far words gain more than the near ones (far minus near below zero)."""
-    mine, chunks = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
+    mine, chunks = long_range_pair(name)
     if not mine or not chunks:
         return "not run"
     difference, error = paired_loss(mine, chunks)

@@ -242,9 +242,8 @@ def convert_command(row, args, transfer: bool) -> list[str]:
 
 def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) -> list[str]:
     """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048; a
-    ``row``'s steps, window dropout, framing, seed and lever options. It saves a checkpoint every
-    ``CHECKPOINT_STEPS`` steps and, unless ``args.again``, continues the newest one: a stage stopped midway goes on
-    where it stopped."""
+    ``row``'s steps, window dropout, framing, seed and lever options; a checkpoint every ``CHECKPOINT_STEPS`` steps,
+    the newest continued unless ``args.again``: a stage stopped midway goes on where it stopped."""
     steps = (row and row.mlm_steps) or args.mlm_steps  # a lever's own, else the run's
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
                "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
@@ -306,7 +305,8 @@ def run_stage(name: str, stage: str, args) -> None:
     length = SHORT if stage == "mlm_512" else LONG
     block = row.block if row.framed and stage != "mlm_512" else None
     write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length, block)})
-    shutil.rmtree(folder / "checkpoints", ignore_errors=True)  # the result is saved: the stage will not resume
+    from hf_effattn.finetuning.checkpoints import checkpoint_root
+    shutil.rmtree(checkpoint_root(folder), ignore_errors=True)  # the result is saved: the stage will not resume
 
 
 def jobs(rows: list[str], stages: list[str]) -> list[tuple[str, str]]:

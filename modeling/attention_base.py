@@ -191,13 +191,22 @@ class EfficientAttention(nn.Module):
             return AttentionOutput(self.merge_heads(window.context), state, attentions=window.attentions)
         mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
-        mixed = (1 - weight) * window.context + weight * self.split_heads(mechanism.context)
-        context = torch.where(window.global_rows[:, None, :, None], window.context, mixed)
+        context = self.mixed(window.context, self.split_heads(mechanism.context), weight, window.global_rows)
         attentions = None
         if output_attentions:
-            mixed = (1 - weight) * window.attentions + weight * mechanism.attentions
-            attentions = torch.where(window.global_rows[:, None, :, None], window.attentions, mixed)
+            attentions = self.mixed(window.attentions, mechanism.attentions, weight, window.global_rows)
         return AttentionOutput(self.merge_heads(context), mechanism.state, mechanism.aux_loss, attentions)
+
+    def mixed(self, local: torch.Tensor, mechanism: torch.Tensor, weight: torch.Tensor,
+              global_rows: torch.Tensor) -> torch.Tensor:
+        """``(1 - weight) local + weight mechanism`` (one fused ``torch.lerp``, in the widest of the three dtypes) for
+        ``[B, h, N, *]`` tensors and ``weight [h, 1, 1]``, but the local part's own rows at the global tokens
+        (``global_rows [B or 1, N]``)."""
+        dtype = torch.promote_types(torch.promote_types(local.dtype, mechanism.dtype), weight.dtype)
+        mixed = torch.lerp(local.to(dtype), mechanism.to(dtype), weight.to(dtype))
+        if not self.window.global_tokens:
+            return mixed
+        return torch.where(global_rows[:, None, :, None], local, mixed)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, N, h * d] -> [B, h, N, d]`` (any ``d``; explicit, so that an empty batch keeps its shape)."""

@@ -71,10 +71,23 @@ class AlignedBlocks:
         """``n S``: the tokens of the blocks, the last one filled with zeros."""
         return self.count * self.size
 
+    def pad(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, h, N, F]`` -> ``[B, h, n S, F]``, zeros after the last token (``x`` itself where ``N = n S``)."""
+        missing = self.padded - x.shape[2]
+        return F.pad(x, (0, 0, 0, missing)) if missing else x
+
     def split(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B n, h, S, F]``."""
-        padded = F.pad(x, (0, 0, 0, self.padded - x.shape[2]))
-        return padded.unflatten(2, (self.count, self.size)).transpose(1, 2).flatten(0, 1)
+        """``[B, h, N, F]`` -> ``[B n, h, S, F]``: a view of the projections where ``N = n S`` (the flash kernel
+        takes their strides), so that the blocks cost no copy."""
+        return self.pad(x).unflatten(2, (self.count, self.size)).transpose(1, 2).flatten(0, 1)
+
+    def batched(self, x: torch.Tensor) -> torch.Tensor:
+        """``[B, h, N, F]`` -> ``[B h n, S, F]``, one matrix a block and head (what ``torch.bmm`` takes)."""
+        return self.pad(x).reshape(-1, self.size, x.shape[-1])
+
+    def tokens(self, y: torch.Tensor, heads: int) -> torch.Tensor:
+        """``[B h n, S, F]`` -> ``[B, h, N, F]`` (:meth:`batched`'s inverse)."""
+        return y.view(-1, heads, self.padded, y.shape[-1])[:, :, :self.length]
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
         """The keys (or values) each block attends to, ``[B n, h, S + g, F]``: its own, then the global ones."""
@@ -106,35 +119,47 @@ def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) ->
     return torch.cat(parts, dim=2) if len(parts) > 1 else parts[0]
 
 
-def summaries(dropped: torch.Tensor, kept: torch.Tensor, value: torch.Tensor) -> torch.Tensor:
-    """A kernelized mechanism's summary of some keys, ``[..., F, d + 1]``: ``sum_j m_j varphi(k_j)^T v_j`` (with
-    ``dropped = m varphi(K)``, key dropout applied) beside ``sum_j varphi(k_j)`` (``kept``, the normaliser's), from
-    ``[..., N, F]``, ``[..., N, F]`` and ``value [..., N, d]``."""
-    return torch.cat([dropped.transpose(-1, -2) @ value, kept.sum(-2).unsqueeze(-1)], dim=-1)
+def summaries(dropped: torch.Tensor, kept: torch.Tensor, value: torch.Tensor):
+    """A kernelized mechanism's summary of each of G groups of keys: ``sum_s m_s varphi(k_s)^T v_s`` ``[G, F, d]``
+    (with ``dropped = m varphi(K)``, key dropout applied) and ``sum_s varphi(k_s)`` ``[G, F]`` (``kept``, the
+    normaliser's), from ``[G, S, F]``, ``[G, S, F]`` and ``value [G, S, d]``."""
+    return torch.bmm(dropped.transpose(1, 2), value), kept.sum(1)
 
 
 def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, outside: bool):
     """A kernelized mechanism's terms for every query summed over the keys outside its block (and not global), or
     over every key when ``outside`` is False: rank-ordered ``query_features [B, h, N, F]``, key features ``dropped``
     and ``kept`` ``[B, h, N, F]`` (see :func:`summaries`; zero past the real tokens) and ``value [B, h, N, d]`` ->
-    the numerators ``[B, h, N, d]`` and the normalisers ``[B, h, N, 1]``, in at least float32 (sums over N)."""
+    the numerators ``[B, h, N, d]`` and the normalisers ``[B, h, N, 1]``, in at least float32 (sums over N).
+
+    Each block's summary is one product over its S keys (``[B h n]`` of them in one ``torch.bmm``); the summary over
+    every key is their sum over the blocks, and the memory of a block is that sum less its own summary. (One product
+    over all N keys would give the same sum, but as a matrix product with a long inner dimension and few outputs,
+    which a GPU runs on a handful of its cores.)"""
+    batch, heads = value.shape[:2]
     query_features, dropped, kept, value = (at_least_float32(x) for x in (query_features, dropped, kept, value))
-    every_key = summaries(dropped, kept, value)  # [B, h, F, d + 1]
-    if not outside:
-        terms = query_features @ every_key
-        return terms[..., :-1], terms[..., -1:]
-    own_block = summaries(*(blocks.split(x) for x in (dropped, kept, value))).unflatten(0, (-1, blocks.count))
-    memory = every_key[:, None] - own_block  # [B, n, h, F, d + 1]
-    if blocks.global_tokens:  # exact for every block: block 0 holds them already (global_tokens <= local_block)
-        # every token, the others masked out: a product over the g tokens alone, of inner size 1 for g = 1, has
-        # torch.export fix the batch size it was traced with
-        is_global = (torch.arange(value.shape[2], device=value.device) < blocks.global_tokens)[:, None]
-        global_keys = summaries(dropped * is_global, kept * is_global, value)
-        later = (torch.arange(blocks.count, device=value.device) > 0).to(value.dtype)[None, :, None, None, None]
-        memory = memory - later * global_keys[:, None]
-    queries = blocks.split(query_features).unflatten(0, (-1, blocks.count))  # [B, n, h, S, F]
-    terms = blocks.merge((queries @ memory).flatten(0, 1))  # [B, h, N, d + 1]
-    return terms[..., :-1], terms[..., -1:]
+    keys = blocks.batched(dropped)  # [B h n, S, F]
+    kept_keys, values = keys if kept is dropped else blocks.batched(kept), blocks.batched(value)
+    products, sums = (x.unflatten(0, (batch, heads, blocks.count)) for x in summaries(keys, kept_keys, values))
+    memory, memory_sums = products.sum(2, keepdim=True), sums.sum(2, keepdim=True)  # every key's, [B, h, 1, F, *]
+    if outside:
+        memory, memory_sums = memory - products, memory_sums - sums
+        if blocks.global_tokens:  # exact for every block: block 0 holds them already (global_tokens <= local_block)
+            # block 0's keys, the others masked out: a product over the g tokens alone, of inner size 1 for g = 1,
+            # has torch.export fix the batch size it was traced with
+            is_global = (torch.arange(blocks.size, device=value.device) < blocks.global_tokens)[:, None]
+            first = [x.unflatten(0, (-1, blocks.count))[:, 0] for x in (keys, kept_keys, values)]  # [B h, S, *]
+            global_products, global_sums = (x.unflatten(0, (batch, heads))[:, :, None] for x in summaries(
+                first[0] * is_global, first[1] * is_global, first[2]))
+            later = (torch.arange(blocks.count, device=value.device) > 0).to(value.dtype)[:, None]  # [n, 1]
+            memory = memory - later[..., None] * global_products
+            memory_sums = memory_sums - later * global_sums
+    memory, memory_sums = (x.expand(-1, -1, blocks.count, *x.shape[3:]).flatten(0, 2)
+                           for x in (memory, memory_sums))  # [B h n, F, *]
+    queries = blocks.batched(query_features)  # [B h n, S, F]
+    numerator = torch.bmm(queries, memory)
+    normaliser = torch.bmm(queries, memory_sums.unsqueeze(-1))
+    return blocks.tokens(numerator, heads), blocks.tokens(normaliser, heads)
 
 
 class LocalBlocks(LocalPart):
@@ -181,8 +206,11 @@ class LocalBlocks(LocalPart):
         dropped = key_features if keep is None else key_features * keep
         blocks = self.blocks(order, length, query.device)
         numerator, normaliser = memory_terms(query_features, dropped, key_features, value, blocks, outside)
-        exact = at_least_float32(block_softmax(query, key, value, blocks, dropout.p if dropout.training else 0.0))
-        context = ((1 - weight) * exact + weight * numerator) / ((1 - weight) + weight * normaliser)
+        exact = block_softmax(query, key, value, blocks, dropout.p if dropout.training else 0.0)
+        weight = weight.to(numerator.dtype)
+        # ((1 - sigma) exact + sigma numerator) / ((1 - sigma) + sigma normaliser), in two fused operations
+        context = torch.lerp(exact.to(numerator.dtype), numerator, weight) / torch.addcmul(1 - weight, weight,
+                                                                                            normaliser)
         context = self.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
                                         dropout)
         return order.to_positions(context)

@@ -10,6 +10,10 @@
 #     DRY_RUN=1 bash benchmarks/gpu/run_gpu_checks.sh            # the same stages on a CPU at tiny sizes, to try
 #                                                                # the script (one compiled row: Inductor's C++ is
 #                                                                # slow to compile on a CPU)
+#     LANE_ONLY=blocks COMPILED_AT=16384 STAGES="lane-exact blocks blocks-compiled profile" bash ...
+#                                                                # issue 33's session: the block hybrids' lane, their
+#                                                                # table eager, compiled at 16,384 tokens, and where
+#                                                                # their steps' time goes (stages 5-7: 500 s at most)
 #
 # pytest is the lane's one need beyond PyTorch and Transformers. Where the machine lacks it, carry its wheels:
 #     pip download --no-deps --only-binary :all: -d benchmarks/gpu/wheels pytest pluggy iniconfig pygments \
@@ -19,7 +23,9 @@
 #   run_gpu_checks.log   the machine, everything printed, each stage's start, end, seconds and status, each bench's
 #                        main tables, the summary
 #   lane-exact.xml, lane-fast.xml   the lane's JUnit reports (every test, its time, each failure's message)
-#   train.tar.gz, train-exact.tar.gz, long.tar.gz, compiled.tar.gz   each bench's results.csv, .md and .png
+#   train.tar.gz, train-exact.tar.gz, long.tar.gz, compiled.tar.gz, blocks.tar.gz, blocks-compiled-<N>.tar.gz
+#                        each bench's results.csv, .md and .png
+#   profile.md           benchmarks/gpu/profile_steps.py's report (stage profile)
 #
 # Time (each stage is interrupted at its limit, pytest then still reporting what ran, and the next stage runs; the
 # defaults add up to 520 s, within one 600 s command): install 20 s. lane-exact (the exact paths against the float64
@@ -73,14 +79,18 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
     DEVICE=cpu
     SIZES=(--hidden_size 32 --num_heads 2 --intermediate_size 64 --num_layers 1 --dtype float32 --threads 2)
     TOKENS=1024; LENGTHS=(128 256 512); LONG=1024; COMPILED_LENGTH=512; COMPILED=(kerformer); BLOCK=64
-    LANE_ONLY="kerformer and holes"  # a -k expression that each lane stage's own is narrowed by
+    BLOCK_LENGTHS=(512 256); BLOCK_COMPILED=(kerformer+b64); COMPILED_AT="${COMPILED_AT:-512}"
+    LANE_ONLY="${LANE_ONLY:-kerformer and holes}"  # a -k expression that each lane stage's own is narrowed by
 else
     DEVICE=cuda
     # The issue's setting: BERT-base width, 4 layers, bfloat16.
     SIZES=(--hidden_size 768 --num_heads 12 --intermediate_size 3072 --num_layers 4 --dtype bfloat16)
     TOKENS=16384; LENGTHS=(2048 8192 16384); LONG=65536; COMPILED_LENGTH=16384
     COMPILED=(kerformer peer:roberta-chunks512); BLOCK=512
-    LANE_ONLY=""
+    BLOCK_LENGTHS=(16384 8192)
+    COMPILED_AT="${COMPILED_AT:-16384 8192}"  # the lengths of stage 6, one compiled stage each
+    BLOCK_COMPILED=(singularformer+b512 kerformer+b512 dba+b512 local+b512 peer:roberta-chunks512)
+    LANE_ONLY="${LANE_ONLY:-}"
 fi
 # Whole encoders, the training step alone (forward and backward), median of 5 after 2 warm-ups.
 BENCH_COMMAND=(python3 -m hf_effattn.commands.main bench --device "$DEVICE" --parts encoder "${SIZES[@]}"
@@ -154,6 +164,28 @@ stage compiled 100 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "
     --attentions singularformer kerformer dba --peers roberta-chunks512 --compile "${COMPILED[@]}" \
     --output_dir "$BENCH/compiled"
 keep compiled
+
+# 5. Issue 33's table: each mechanism beside aligned blocks of 512 (the chunks with a memory) against the chunked
+#    reader (Transformers' RoBERTa reading 512-token chunks, and the blocks alone), eager, at 8,192 and 16,384 tokens
+#    a step of 16,384.
+stage blocks 150 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "${BLOCK_LENGTHS[@]}" \
+    --attentions singularformer kerformer dba psf local --local_block "$BLOCK" --peers roberta-chunks512 \
+    --output_dir "$BENCH/blocks"
+keep blocks
+
+# 6. The same compiled against compiled (PSF's model takes minutes to compile: eager above), one length a stage
+#    ($COMPILED_AT), each compiled model 10-60 s.
+for length in $COMPILED_AT; do
+    stage blocks-compiled 220 "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" --lengths "$length" \
+        --attentions singularformer kerformer dba local --local_block "$BLOCK" --peers roberta-chunks512 \
+        --compile "${BLOCK_COMPILED[@]}" --output_dir "$BENCH/blocks-compiled-$length"
+    keep "blocks-compiled-$length"
+done
+
+# 7. Where the block hybrids' steps spend their time, eager (torch.profiler), at the longest length.
+stage profile 50 python3 benchmarks/gpu/profile_steps.py --rows peer:roberta-chunks512 local+b$BLOCK \
+    kerformer+b$BLOCK singularformer+b$BLOCK dba+b$BLOCK --length "${BLOCK_LENGTHS[0]}" --tokens_per_step "$TOKENS" \
+    --device "$DEVICE" "${SIZES[@]}" --output "$OUT/profile.md"
 
 log "== summary"
 for line in "${SUMMARY[@]}"; do log "$line"; done

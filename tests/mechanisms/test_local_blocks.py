@@ -13,6 +13,7 @@ import torch
 import hf_effattn
 from hf_effattn.hybrid_parts import mechanism_weights, only_part
 from hf_effattn.modeling.kernel_attention import KernelAttention
+from hf_effattn.modeling.local_blocks import AlignedBlocks
 from helpers.mechanisms import WINDOWED, build, random_batch
 from helpers import reference_checks
 from helpers.reference_checks import assert_real_close
@@ -91,6 +92,22 @@ def test_without_padding_a_short_last_block_needs_no_mask():
     with only_part(attn, "window"):
         torch.testing.assert_close(attn(x).context, attn(x, everything).context, atol=1e-12, rtol=1e-12)
     torch.testing.assert_close(unmasked, attn(x, everything).context, atol=1e-12, rtol=1e-12)
+
+
+def test_the_blocks_are_views_of_the_projections_where_they_fill_the_input():
+    """Where N is a multiple of S the blocks handed to the fused kernel are the projections themselves, viewed as
+    ``[B n, h, S, d]`` (no copy); otherwise the last block is filled with zeros."""
+    projection = torch.randn(2, 64, 4 * 8)  # [B, N, C], as a linear layer returns it
+    heads = projection.view(2, 64, 4, 8).transpose(1, 2)  # [B, h, N, d], as the attention splits its heads
+    blocks = AlignedBlocks(None, 64, 16, 0, "cpu", masked=False)
+    split = blocks.split(heads)
+    assert split.shape == (8, 4, 16, 8) and split.data_ptr() == projection.data_ptr()
+    torch.testing.assert_close(split[5], heads[1, :, 16:32])  # the second block of the second sequence
+    assert blocks.merge(split).data_ptr() == projection.data_ptr()
+    torch.testing.assert_close(blocks.merge(split), heads, atol=0, rtol=0)
+    short = AlignedBlocks(None, 60, 16, 0, "cpu", masked=False).split(heads[:, :, :60])
+    assert short.shape == (8, 4, 16, 8) and short[7, :, 12:].eq(0).all()
+    torch.testing.assert_close(short[7, :, :12], heads[1, :, 48:60])
 
 
 @pytest.mark.parametrize("name", ["kerformer", "dba"])

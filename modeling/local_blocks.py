@@ -135,7 +135,7 @@ def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, ou
     Each block's summary is one product over its S keys (``[B h n]`` of them in one ``torch.bmm``); the summary over
     every key is their sum over the blocks, and the memory of a block is that sum less its own summary. (One product
     over all N keys would give the same sum, but as a matrix product with a long inner dimension and few outputs,
-    which a GPU runs on a handful of its cores.)"""
+    which a GPU runs on a handful of its multiprocessors.)"""
     batch, heads = value.shape[:2]
     query_features, dropped, kept, value = (at_least_float32(x) for x in (query_features, dropped, kept, value))
     keys = blocks.batched(dropped)  # [B h n, S, F]

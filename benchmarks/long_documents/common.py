@@ -15,6 +15,7 @@ LONG, SHORT = 2048, 512
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
 BLOCK = SHORT  # the aligned blocks of the block rows: the checkpoint's own length
 LONGER_MLM_STEPS = 160  # the "more pretraining" lever: twice the benchmark's 80 masked-LM steps
+SEEDS = [("", "", None), ("-seed2", ", another pretraining seed", 2)]  # a row's name suffix, words and mlm_seed
 
 
 @dataclass(frozen=True)
@@ -96,14 +97,14 @@ ROWS = {row.name: row for row in [
     *(blocks(mechanism, lever=("-direct-gate-lr0.1", "no attention transfer, the gates at a learning rate of 0.1"),
              direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"))
       for mechanism in ("kerformer", "singularformer")),
-    *(row for suffix, note, seed in [("", "", None), ("-seed2", ", another pretraining seed", 2)] for row in [
-        blocks("local", lever=(f"-mlm{LONGER_MLM_STEPS}{suffix}", f"{LONGER_MLM_STEPS} masked-LM steps{note}"),
-               mlm_steps=LONGER_MLM_STEPS, mlm_seed=seed),
-        blocks("singularformer", lever=(f"-direct-gate-lr0.1-mlm{LONGER_MLM_STEPS}{suffix}",
-                                        f"no attention transfer, the gates at 0.1, {LONGER_MLM_STEPS} masked-LM steps"
-                                        + note),
-               direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"), mlm_steps=LONGER_MLM_STEPS,
-               mlm_seed=seed)]),
+    *(blocks("local", lever=(f"-mlm{LONGER_MLM_STEPS}{suffix}", f"{LONGER_MLM_STEPS} masked-LM steps{note}"),
+             mlm_steps=LONGER_MLM_STEPS, mlm_seed=seed) for suffix, note, seed in SEEDS),
+    *(blocks(mechanism, lever=(f"-direct-gate-lr0.1-mlm{LONGER_MLM_STEPS}{suffix}",
+                               f"no attention transfer, the gates at 0.1, {LONGER_MLM_STEPS} masked-LM steps{note}"),
+             direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"), mlm_steps=LONGER_MLM_STEPS,
+             mlm_seed=seed)
+      for mechanism, (suffix, note, seed) in [("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]),
+                                              ("kerformer", SEEDS[0]), ("dba", SEEDS[0])]),
 ]}
 
 

@@ -91,6 +91,11 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$longer")
     python represent.py --readers $(readers "$longer" @mlm)
     python represent.py --length 8192 --readers local-b512-mlm160@mlm singularformer-b512-direct-gate-lr0.1-mlm160@mlm
+    # the same lever for Kerformer and DBA (one seed: against local-b512-mlm160)
+    longer="kerformer-b512-direct-gate-lr0.1-mlm160 dba-b512-direct-gate-lr0.1-mlm160"
+    python pretrain.py --rows $longer --stages extend mlm
+    python long_range.py --readers $(readers "$longer")
+    python represent.py --readers $(readers "$longer" @mlm)
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -5,7 +5,8 @@ as the bench builds it, a few forward-and-backward steps under ``torch.profiler`
   much larger than the busy time, the GPU waits for the host to launch the next kernel (launch-bound); where they
   are close, the kernels themselves are the cost;
 * the kernels launched a step (each a separate pass over memory, each a launch);
-* the kernels that take the most GPU time, and the operators that launch the most kernels.
+* the kernels that take the most GPU time, and the PyTorch operators called most often (views and the operators
+  called inside others counted too: calls the host makes, not kernels).
 
 It prints a Markdown report and writes it to ``--output`` (default ``profile.md``)::
 
@@ -49,7 +50,7 @@ def profile_row(name: str, settings: BenchmarkSettings, steps: int, top: int) ->
     by_kernel: dict[str, float] = defaultdict(float)
     for event in kernels:
         by_kernel[event.name] += event.device_time / 1e3 / steps
-    launches = Counter(event.name for event in profiler.events()
+    calls = Counter(event.name for event in profiler.events()
                        if event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith("aten::"))
     lines = [f"## {name}", "",
              f"wall {wall_ms:.2f} ms a step (profiled, so above the bench's time), GPU busy {busy_ms:.2f} ms "
@@ -60,7 +61,7 @@ def profile_row(name: str, settings: BenchmarkSettings, steps: int, top: int) ->
             lines.append(f"| `{kernel[:90]}` | {ms:.3f} | {ms / busy_ms:.0%} |")
         lines.append("")
     lines += ["| operator | calls a step |", "|---|---|"]
-    lines += [f"| `{op}` | {count / steps:.0f} |" for op, count in launches.most_common(top)]
+    lines += [f"| `{op}` | {count / steps:.0f} |" for op, count in calls.most_common(top)]
     return lines + [""]
 
 

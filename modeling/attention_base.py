@@ -38,6 +38,8 @@ on a mechanism's name:
   mechanism has them, since the window needs them).
 * ``takes_local_window``: takes the window settings (softmax attention does not: it is exact over every token
   already).
+* ``has_own_kernels``: the fast path is the mechanism's own CUDA kernels, called from :meth:`EfficientAttention.attend`
+  where ``fast_paths.takes_fast_path`` allows (PSF's factor product, ``chord_kernels.py``), not the layer compiled.
 
 Settings: ``attention_settings.py`` (the contract for a mechanism's settings, the local parts' and their checks).
 """
@@ -82,6 +84,7 @@ class EfficientAttention(nn.Module):
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
     takes_local_window: ClassVar[bool] = True
+    has_own_kernels: ClassVar[bool] = False
     # The gate's default initial value sigma(mechanism_logit), the weight of the mechanism's part beside a local window
     # and beside aligned blocks (see the module docstring; the setting initial_mechanism_weight overrides them): the
     # mixed mechanisms' defaults here, the kernelized ones' in ``kernel_attention.py``, both measured on MiniLM
@@ -148,11 +151,11 @@ class EfficientAttention(nn.Module):
 
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         """See the module docstring. On CUDA, without ``output_attentions``, the layer takes its fast path where
-        ``fast_paths.py``'s mode allows: :meth:`exact_forward` compiled (the same function, fused); elsewhere
-        :meth:`exact_forward` as written."""
+        ``fast_paths.py``'s mode allows: :meth:`exact_forward` compiled (the same function, fused), or with
+        ``has_own_kernels`` the mechanism's kernels inside it; elsewhere :meth:`exact_forward` as written."""
         self.check_length(hidden_states.shape[1])
         name = f"the {self.name!r} attention"
-        if not output_attentions and takes_fast_path(name, hidden_states):
+        if not (output_attentions or self.has_own_kernels) and takes_fast_path(name, hidden_states):
             context, state, aux_loss = run_fast(name, type(self).tensors_forward, self, hidden_states, padding_mask,
                                                 state)
             return AttentionOutput(context, state, aux_loss)

@@ -23,6 +23,9 @@ passes, never by the mask's values (so the forward has no data-dependent branch,
 compiles as one graph): :class:`ChordShiftMix` when no padding mask is given (each link is a cyclic shift of
 the sequence, read in place from two slices) and :class:`ChordWindowMix` when one is, padded or not (values in
 rank order, repeated cyclically over each sequence's real length, so that every link is again a slice).
+On CUDA, with the fast paths on (``fast_paths.py``: ``HF_EFFATTN_FAST_PATHS=auto``), each factor is instead one
+Triton kernel that gathers every token's K links and sums them in registers (``chord_kernels.py``: the same
+numbers to float32 rounding, a read and a write of the values a factor rather than 3K).
 Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place: the attention weights,
 here the non-zeros ``w_m`` of every factor): in training each entry of each factor is dropped independently
 and the kept ones scaled by ``1 / (1 - p)``.
@@ -52,6 +55,7 @@ from transformers import initialization as init
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
+from .fast_paths import takes_fast_path
 from .masking import real_lengths, real_positions, token_ranks
 from .position_extension import replace_parameter, tile_blocks
 
@@ -201,6 +205,7 @@ class PSFAttention(EfficientAttention):
     complexity = "O(N log^2 N) time, O(N log N) memory"
     needs_max_length = True
     uses_query_key = False
+    has_own_kernels = True
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
         super().__init__(hidden_size, num_heads, settings, **kwargs)
@@ -259,21 +264,36 @@ class PSFAttention(EfficientAttention):
         [M, B, N, K]`` -> ``[B, N, C]``. Without a mask each link is a cyclic shift (:class:`ChordShiftMix`); with
         one, values and weights are put in rank order once, every factor reads slices of the values repeated
         cyclically over each sequence's real length (:class:`ChordWindowMix`), and the result goes back to the
-        token positions: exact for any mask, and an unpadded row costs one extra row copy per factor, not K."""
+        token positions: exact for any mask, and an unpadded row costs one extra row copy per factor, not K. On the
+        fast path (``fast_paths.py``: CUDA, its mode not ``"exact"``) each factor is one gathering kernel instead
+        (``chord_kernels.py``), in rank order."""
         offsets = chord_offsets(self.num_links)
-        if padding_mask is None:
-            for m in reversed(range(self.num_factors)):
-                values = self.add_residual(ChordShiftMix.apply(values, weights[m], offsets), values)
-            return values
+        fast = takes_fast_path("the 'psf' attention's factor product", values)
+        if padding_mask is None and not fast:
+            return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
         batch, length, width = values.shape
-        order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
-        values, weights = take_tokens(values, order), take_tokens(weights, order)
-        window = max(offsets)
-        rows = circular_rows(padding_mask, window)
+        if padding_mask is not None:
+            order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
+            values, weights = take_tokens(values, order), take_tokens(weights, order)
+        if fast:
+            from .chord_kernels import chord_mix
+
+            lengths = real_lengths(padding_mask, batch, length, values.device)
+            pads = padding_mask is not None
+            values = self.factor_product(values, weights, lambda v, w: chord_mix(v, w, offsets, lengths, pads))
+        else:
+            window, rows = max(offsets), circular_rows(padding_mask, max(offsets))
+            values = self.factor_product(values, weights, lambda v, w: ChordWindowMix.apply(
+                v.reshape(-1, width).index_select(0, rows).view(batch, length + window, width), w, offsets))
+        return values if padding_mask is None else take_tokens(values, token_ranks(padding_mask, batch, length,
+                                                                                   values.device))
+
+    def factor_product(self, values: torch.Tensor, weights: torch.Tensor, factor) -> torch.Tensor:
+        """``factor(values [B, N, C], weights[m] [B, N, K]) -> [B, N, C]`` applied for m = M .. 1, with
+        ``residual`` added after each."""
         for m in reversed(range(self.num_factors)):
-            extended = values.reshape(-1, width).index_select(0, rows).view(batch, length + window, width)
-            values = self.add_residual(ChordWindowMix.apply(extended, weights[m], offsets), values)
-        return take_tokens(values, token_ranks(padding_mask, batch, length, values.device))
+            values = self.add_residual(factor(values, weights[m]), values)
+        return values
 
     def add_residual(self, mixed: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
         """``W_m V + V`` with the ``residual`` setting, else ``W_m V``."""

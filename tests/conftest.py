@@ -1,9 +1,15 @@
 """Settings shared by the whole test suite."""
 
 import logging
+import os
 
 import pytest
 import torch
+
+# Without a GPU, Triton's kernels (PSF's, modeling/chord_kernels.py) run in its interpreter on the CPU. Triton reads
+# the switch when it is first imported, which importing the package does: here, before any test imports it.
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
 
 # The test models are tiny: intra-op threads gain nothing, and on a busy 2-core machine OpenMP's waiting
 # threads slow small operations down by up to two orders of magnitude (seen: 0.7 s -> 70 s for a Trainer run).

@@ -14,18 +14,20 @@
 #                                                                # issue 33's session: the block hybrids' lane, their
 #                                                                # table eager, compiled at 16,384 tokens, and where
 #                                                                # their steps' time goes (stages 5-7: 500 s at most)
+#     STAGES="psf-kernels psf-kernels-bench" bash ...           # PSF's Triton kernels: tested, then timed (stage 8)
 #
 # pytest is the lane's one need beyond PyTorch and Transformers. Where the machine lacks it, carry its wheels:
 #     pip download --no-deps --only-binary :all: -d benchmarks/gpu/wheels pytest pluggy iniconfig pygments \
 #         exceptiongroup tomli    # benchmarks/gpu/wheels/ is git-ignored; installed here with --no-index
 #
-# Under $OUT, each stage's files as soon as it ends (6 files, none in a subfolder):
+# Under $OUT, each stage's files as soon as it ends (none in a subfolder):
 #   run_gpu_checks.log   the machine, everything printed, each stage's start, end, seconds and status, each bench's
 #                        main tables, the summary
 #   lane-exact.xml, lane-fast.xml   the lane's JUnit reports (every test, its time, each failure's message)
 #   train.tar.gz, train-exact.tar.gz, long.tar.gz, compiled.tar.gz, blocks.tar.gz, blocks-compiled-<N>.tar.gz
 #                        each bench's results.csv, .md and .png
 #   profile.md           benchmarks/gpu/profile_steps.py's report (stage profile)
+#   lane-psf-kernels.xml, psf-kernels.tar.gz   PSF's kernels: the lane's fast-path tests of PSF, and their table
 #
 # Time (each stage is interrupted at its limit, pytest then still reporting what ran, and the next stage runs; the
 # defaults add up to 520 s, within one 600 s command): install 20 s. lane-exact (the exact paths against the float64
@@ -81,6 +83,7 @@ if [ "${DRY_RUN:-0}" = 1 ]; then
     TOKENS=1024; LENGTHS=(128 256 512); LONG=1024; COMPILED_LENGTH=512; COMPILED=(kerformer); BLOCK=64
     BLOCK_LENGTHS=(512 256); BLOCK_COMPILED=(kerformer+b64); COMPILED_AT="${COMPILED_AT:-512}"
     LANE_ONLY="${LANE_ONLY:-kerformer and holes}"  # a -k expression that each lane stage's own is narrowed by
+    PSF_KERNELS=exact  # no CUDA: PSF's kernels run only in the tests (Triton's interpreter)
 else
     DEVICE=cuda
     # The issue's setting: BERT-base width, 4 layers, bfloat16.
@@ -91,6 +94,7 @@ else
     COMPILED_AT="${COMPILED_AT:-16384 8192}"  # the lengths of stage 6, one compiled stage each
     BLOCK_COMPILED=(singularformer+b512 kerformer+b512 dba+b512 local+b512 peer:roberta-chunks512)
     LANE_ONLY="${LANE_ONLY:-}"
+    PSF_KERNELS=fast
 fi
 # Whole encoders, the training step alone (forward and backward), median of 5 after 2 warm-ups.
 BENCH_COMMAND=(python3 -m hf_effattn.commands.main bench --device "$DEVICE" --parts encoder "${SIZES[@]}"
@@ -186,6 +190,15 @@ done
 stage profile 50 python3 benchmarks/gpu/profile_steps.py --rows peer:roberta-chunks512 local+b$BLOCK \
     kerformer+b$BLOCK singularformer+b$BLOCK dba+b$BLOCK --length "${BLOCK_LENGTHS[0]}" --tokens_per_step "$TOKENS" \
     --device "$DEVICE" "${SIZES[@]}" --output "$OUT/profile.md"
+
+# 8. PSF's own kernels (modeling/chord_kernels.py, its fast path): their tests and the lane's fast-path tests of PSF on
+#    the GPU, then PSF alone and beside blocks of 512 on them against the chunked reader, eager (issue 33: at most 2x).
+stage psf-kernels 200 bash -c "python3 -m pytest -q -p no:cacheprovider tests/mechanisms/test_chord_kernels.py \
+    && ${LANE_COMMAND[*]} --junitxml=$OUT/lane-psf-kernels.xml -k 'fast and psf'"
+stage psf-kernels-bench 120 env HF_EFFATTN_FAST_PATHS="$PSF_KERNELS" "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" \
+    --lengths "${BLOCK_LENGTHS[@]}" --attentions psf --local_block "$BLOCK" --peers roberta-chunks512 \
+    --output_dir "$BENCH/psf-kernels"
+keep psf-kernels
 
 log "== summary"
 for line in "${SUMMARY[@]}"; do log "$line"; done

@@ -99,10 +99,12 @@ BLOCK_PACKAGE = textwrap.dedent(
     """
     import sys
 
-    class BlockPackage:  # the saved code must stand alone, even where hf_effattn is installed
+    class BlockPackage:  # the saved code must stand alone, even where hf_effattn is installed, and without Triton
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] == "hf_effattn":
                 raise ImportError("hf_effattn must not be imported by remote code")
+            if name.split(".")[0] == "triton":  # as where PyTorch is a CPU build
+                raise ModuleNotFoundError(f"No module named {name!r}")
 
     sys.meta_path.insert(0, BlockPackage())
     """

@@ -26,11 +26,16 @@ from helpers.models import BLOCK_PACKAGE, HYBRIDS, MECHANISMS, pixel_values, tex
 LOADER = BLOCK_PACKAGE + textwrap.dedent(
     """
     import json
+    from pathlib import Path
+
     import torch
     from transformers import AutoModel, AutoModelForImageClassification, AutoModelForSequenceClassification
+    from transformers.dynamic_module_utils import check_imports
 
     auto_classes = {"text": AutoModelForSequenceClassification, "vision": AutoModelForImageClassification}
     for folder, family in json.load(open("folders.json")).items():
+        for code in Path(folder).glob("*.py"):  # what loading from the Hub checks of every file (a local folder: one)
+            check_imports(code)
         case = torch.load(f"{folder}/case.pt")
         for auto_class in (auto_classes[family], AutoModel):
             model = auto_class.from_pretrained(folder, trust_remote_code=True).eval()

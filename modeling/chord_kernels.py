@@ -1,0 +1,161 @@
+"""PSF-Attn's factor product as Triton kernels: the fast path of :meth:`attention_psf.PSFAttention.mix` on CUDA.
+
+One factor of PSF (``attention_psf.py``, Eq. 1 and 3) mixes each token's K Chord links::
+
+    out[b, t] = sum_k weights[b, t, k] values[b, (t + offsets[k]) mod L_b]      t < N, L_b the real length
+
+over values and weights in rank order (the real tokens first). The exact path applies it as K multiply-adds over the
+whole ``[B, N, C]`` tensor, each reading and writing it in float32 (3K passes over memory a factor, 42 at K = 14);
+here one program takes a tile of tokens and channels, gathers each token's K linked rows and sums them in registers,
+so a factor reads the values about once (the near links hit the cache) and writes the result once. The backward is
+two such kernels, each a gather too:
+
+    grad_weights[b, t, k] = grad[b, t] . values[b, (t + offsets[k]) mod L_b]
+    grad_values[b, s]     = sum_k weights[b, t_k, k] grad[b, t_k],   t_k = (s - offsets[k]) mod L_b,   s < L_b
+
+where ``t_k`` is the one real row whose link k is s; the rows past the real length (pads, in rank order at the end)
+link into the real rows too, and their share of ``grad_values`` is added by a third kernel with atomic adds, run
+only when the caller passes a padding mask (so the sum over pad rows is not in a fixed order).
+
+Float32 in, float32 accumulators, the same numbers as the exact path to rounding (``tests/mechanisms/
+test_chord_kernels.py`` compares them in Triton's interpreter on a CPU, ``TRITON_INTERPRET=1``, and on CUDA in the
+device lane). Every index is formed from non-negative operands (``%`` differs between C and Python on negatives).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.autograd.function import once_differentiable
+
+try:  # in a try, so that Transformers' check of remote code's imports passes where Triton is absent (CPU machines)
+    import triton
+    import triton.language as tl
+except ImportError as error:  # fast_paths.obstacle keeps this module unimported there: reaching this is a bug
+    raise ImportError("PSF's CUDA kernels need Triton, which comes with PyTorch's CUDA builds: pip install triton") \
+        from error
+
+BLOCK_TOKENS, BLOCK_CHANNELS = 32, 128
+
+
+@triton.jit
+def _mix_forward(values, weights, offsets, lengths, out, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
+                 BLOCK_C: tl.constexpr):
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    batch = tl.program_id(2).to(tl.int64)
+    length = tl.load(lengths + batch)
+    in_rows, in_channels = tokens < N, channels < C
+    tile = in_rows[:, None] & in_channels[None, :]
+    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
+    for k in tl.static_range(K):
+        rows = ((tokens + tl.load(offsets + k)) % length).to(tl.int64)
+        weight = tl.load(weights + (batch * N + tokens) * K + k, mask=in_rows, other=0.0)
+        linked = tl.load(values + (batch * N + rows[:, None]) * C + channels[None, :], mask=tile, other=0.0)
+        acc += weight[:, None] * linked
+    tl.store(out + (batch * N + tokens[:, None]) * C + channels[None, :], acc, mask=tile)
+
+
+@triton.jit
+def _weights_backward(values, grad, offsets, lengths, grad_weights, N, C, K: tl.constexpr, K_PAD: tl.constexpr,
+                      BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    batch = tl.program_id(1).to(tl.int64)
+    length = tl.load(lengths + batch)
+    in_rows, links = tokens < N, tl.arange(0, K_PAD)
+    acc = tl.zeros((BLOCK_T, K_PAD), dtype=tl.float32)
+    for start in range(0, C, BLOCK_C):
+        channels = start + tl.arange(0, BLOCK_C)
+        tile = in_rows[:, None] & (channels < C)[None, :]
+        upstream = tl.load(grad + (batch * N + tokens[:, None]) * C + channels[None, :], mask=tile, other=0.0)
+        for k in tl.static_range(K):
+            rows = ((tokens + tl.load(offsets + k)) % length).to(tl.int64)
+            linked = tl.load(values + (batch * N + rows[:, None]) * C + channels[None, :], mask=tile, other=0.0)
+            dots = tl.sum(upstream * linked, axis=1)
+            acc += tl.where(links[None, :] == k, dots[:, None], 0.0)
+    tl.store(grad_weights + (batch * N + tokens[:, None]) * K + links[None, :], acc,
+             mask=in_rows[:, None] & (links < K)[None, :])
+
+
+@triton.jit
+def _values_backward(weights, grad, offsets, lengths, grad_values, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
+                     BLOCK_C: tl.constexpr):
+    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    batch = tl.program_id(2).to(tl.int64)
+    length = tl.load(lengths + batch)
+    real = rows < length  # the rows past the real length are no real row's link
+    tile = real[:, None] & (channels < C)[None, :]
+    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
+    for k in tl.static_range(K):
+        back = length - tl.load(offsets + k) % length  # in [1, L]: (s - offset) mod L = (s + back) mod L
+        sources = ((rows + back) % length).to(tl.int64)
+        weight = tl.load(weights + (batch * N + sources) * K + k, mask=real, other=0.0)
+        upstream = tl.load(grad + (batch * N + sources[:, None]) * C + channels[None, :], mask=tile, other=0.0)
+        acc += weight[:, None] * upstream
+    tl.store(grad_values + (batch * N + rows[:, None]) * C + channels[None, :], acc,
+             mask=(rows < N)[:, None] & (channels < C)[None, :])
+
+
+@triton.jit
+def _values_backward_from_pads(weights, grad, offsets, lengths, grad_values, N, C, K: tl.constexpr,
+                               BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+    channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
+    batch = tl.program_id(2).to(tl.int64)
+    length = tl.load(lengths + batch)
+    pads = (tokens >= length) & (tokens < N)
+    tile = pads[:, None] & (channels < C)[None, :]
+    upstream = tl.load(grad + (batch * N + tokens[:, None]) * C + channels[None, :], mask=tile, other=0.0)
+    for k in tl.static_range(K):
+        rows = ((tokens + tl.load(offsets + k)) % length).to(tl.int64)
+        weight = tl.load(weights + (batch * N + tokens) * K + k, mask=pads, other=0.0)
+        tl.atomic_add(grad_values + (batch * N + rows[:, None]) * C + channels[None, :], weight[:, None] * upstream,
+                      mask=tile)
+
+
+def _grid(tokens: int, channels: int, batch: int) -> tuple[int, int, int]:
+    return triton.cdiv(tokens, BLOCK_TOKENS), triton.cdiv(channels, BLOCK_CHANNELS), batch
+
+
+class ChordKernelMix(torch.autograd.Function):
+    """One factor: ``values [B, N, C]`` and ``weights [B, N, K]`` (float32, rank order), ``offsets [K]`` and
+    ``lengths [B]`` (int64, each at least 1), ``pads``: whether rows past a real length may exist -> ``[B, N, C]``
+    (module docstring). Differentiable once, as the exact path's mixes."""
+
+    @staticmethod
+    def forward(ctx, values, weights, offsets, lengths, pads):
+        values, weights = values.contiguous(), weights.contiguous()
+        ctx.save_for_backward(values, weights, offsets, lengths)
+        ctx.pads = pads
+        batch, length, width = values.shape
+        out = torch.empty_like(values)
+        _mix_forward[_grid(length, width, batch)](values, weights, offsets, lengths, out, length, width,
+                                                  K=weights.shape[2], BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        return out
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, grad):
+        values, weights, offsets, lengths = ctx.saved_tensors
+        grad = grad.contiguous()
+        batch, length, width = values.shape
+        links = weights.shape[2]
+        grad_weights, grad_values = torch.empty_like(weights), torch.empty_like(values)
+        _weights_backward[(triton.cdiv(length, BLOCK_TOKENS), batch)](
+            values, grad, offsets, lengths, grad_weights, length, width, K=links, K_PAD=triton.next_power_of_2(links),
+            BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        grid = _grid(length, width, batch)
+        _values_backward[grid](weights, grad, offsets, lengths, grad_values, length, width, K=links,
+                               BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        if ctx.pads:
+            _values_backward_from_pads[grid](weights, grad, offsets, lengths, grad_values, length, width, K=links,
+                                             BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        return grad_values, grad_weights, None, None, None
+
+
+def chord_mix(values: torch.Tensor, weights: torch.Tensor, offsets: list[int], lengths: torch.Tensor,
+              pads: bool) -> torch.Tensor:
+    """:class:`ChordKernelMix` of ``values [B, N, C]`` and ``weights [B, N, K]`` (float32, rank order) over
+    ``offsets`` (:func:`attention_psf.chord_offsets`) and the real ``lengths [B]``."""
+    offsets = torch.tensor(offsets, dtype=torch.int64, device=values.device)
+    return ChordKernelMix.apply(values, weights, offsets, lengths.clamp(min=1).to(torch.int64), pads)

@@ -104,7 +104,8 @@ ROWS = {row.name: row for row in [
              direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"), mlm_steps=LONGER_MLM_STEPS,
              mlm_seed=seed)
       for mechanism, (suffix, note, seed) in [("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]),
-                                              ("kerformer", SEEDS[0]), ("dba", SEEDS[0])]),
+                                              ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
+                                              ("dba", SEEDS[0]), ("psf", SEEDS[0])]),
 ]}
 
 

@@ -96,6 +96,13 @@ case "${1:-}" in
     python pretrain.py --rows $longer --stages extend mlm
     python long_range.py --readers $(readers "$longer")
     python represent.py --readers $(readers "$longer" @mlm)
+    python represent.py --length 8192 --readers $(readers "$longer" @mlm)
+    # PSF at 160 steps, and Kerformer's second seed (against local-b512-mlm160-seed2)
+    longer="psf-b512-direct-gate-lr0.1-mlm160 kerformer-b512-direct-gate-lr0.1-mlm160-seed2"
+    python pretrain.py --rows $longer --stages extend mlm
+    python long_range.py --readers $(readers "$longer")
+    python represent.py --readers $(readers "$longer" @mlm)
+    python represent.py --length 8192 --readers $(readers "$longer" @mlm)
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

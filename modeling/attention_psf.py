@@ -55,7 +55,7 @@ from transformers import initialization as init
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
-from .fast_paths import takes_fast_path
+from .fast_paths import run_fast, takes_fast_path
 from .masking import real_lengths, real_positions, token_ranks
 from .position_extension import replace_parameter, tile_blocks
 
@@ -261,32 +261,50 @@ class PSFAttention(EfficientAttention):
 
     def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]``, ``weights
-        [M, B, N, K]`` -> ``[B, N, C]``. Without a mask each link is a cyclic shift (:class:`ChordShiftMix`); with
-        one, values and weights are put in rank order once, every factor reads slices of the values repeated
-        cyclically over each sequence's real length (:class:`ChordWindowMix`), and the result goes back to the
-        token positions: exact for any mask, and an unpadded row costs one extra row copy per factor, not K. On the
-        fast path (``fast_paths.py``: CUDA, its mode not ``"exact"``) each factor is one gathering kernel instead
-        (``chord_kernels.py``), in rank order."""
+        [M, B, N, K]`` -> ``[B, N, C]``: :meth:`exact_mix`, or on the fast path (``fast_paths.py``: CUDA, its mode
+        not ``"exact"``) :meth:`mix_with_kernels`."""
+        name = "the 'psf' attention's factor product"
+        if takes_fast_path(name, values):
+            return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask,
+                            kernels=type(self).mix_with_kernels)
+        return self.exact_mix(values, weights, padding_mask)
+
+    def exact_mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`mix` in PyTorch operations. Without a mask each link is a cyclic shift (:class:`ChordShiftMix`);
+        with one, every factor reads slices of the values in rank order, repeated cyclically over each sequence's
+        real length (:class:`ChordWindowMix`): exact for any mask, and an unpadded row costs one extra row copy per
+        factor, not K."""
         offsets = chord_offsets(self.num_links)
-        fast = takes_fast_path("the 'psf' attention's factor product", values)
-        if padding_mask is None and not fast:
+        if padding_mask is None:
             return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
         batch, length, width = values.shape
-        if padding_mask is not None:
-            order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
-            values, weights = take_tokens(values, order), take_tokens(weights, order)
-        if fast:
-            from .chord_kernels import chord_mix
+        window, rows = max(offsets), circular_rows(padding_mask, max(offsets))
+        return self.in_rank_order(values, weights, padding_mask, lambda v, w: ChordWindowMix.apply(
+            v.reshape(-1, width).index_select(0, rows).view(batch, length + window, width), w, offsets))
 
-            lengths = real_lengths(padding_mask, batch, length, values.device)
-            pads = padding_mask is not None
-            values = self.factor_product(values, weights, lambda v, w: chord_mix(v, w, offsets, lengths, pads))
-        else:
-            window, rows = max(offsets), circular_rows(padding_mask, max(offsets))
-            values = self.factor_product(values, weights, lambda v, w: ChordWindowMix.apply(
-                v.reshape(-1, width).index_select(0, rows).view(batch, length + window, width), w, offsets))
-        return values if padding_mask is None else take_tokens(values, token_ranks(padding_mask, batch, length,
-                                                                                   values.device))
+    def mix_with_kernels(self, values: torch.Tensor, weights: torch.Tensor,
+                         padding_mask: torch.Tensor | None) -> torch.Tensor:
+        """:meth:`mix` with each factor one Triton kernel (``chord_kernels.py``), in rank order where masked."""
+        from .chord_kernels import chord_mix
+
+        offsets, (batch, length, _) = chord_offsets(self.num_links), values.shape
+        lengths, pads = real_lengths(padding_mask, batch, length, values.device), padding_mask is not None
+
+        def factor(factor_values, factor_weights):
+            return chord_mix(factor_values, factor_weights, offsets, lengths, pads)
+
+        if padding_mask is None:
+            return self.factor_product(values, weights, factor)
+        return self.in_rank_order(values, weights, padding_mask, factor)
+
+    def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor,
+                      factor) -> torch.Tensor:
+        """:meth:`factor_product` on ``values`` and ``weights`` put in rank order once (each sequence's real tokens
+        first), its result put back at the token positions."""
+        batch, length, _ = values.shape
+        order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
+        mixed = self.factor_product(take_tokens(values, order), take_tokens(weights, order), factor)
+        return take_tokens(mixed, token_ranks(padding_mask, batch, length, values.device))
 
     def factor_product(self, values: torch.Tensor, weights: torch.Tensor, factor) -> torch.Tensor:
         """``factor(values [B, N, C], weights[m] [B, N, K]) -> [B, N, C]`` applied for m = M .. 1, with

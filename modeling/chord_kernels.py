@@ -40,6 +40,7 @@ BLOCK_TOKENS, BLOCK_CHANNELS = 32, 128
 @triton.jit
 def _mix_forward(values, weights, offsets, lengths, out, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
                  BLOCK_C: tl.constexpr):
+    """``out [B, N, C]``: the factor applied to ``values [B, N, C]``; grid (N / BLOCK_T, C / BLOCK_C, B)."""
     tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     batch = tl.program_id(2).to(tl.int64)
@@ -58,6 +59,7 @@ def _mix_forward(values, weights, offsets, lengths, out, N, C, K: tl.constexpr, 
 @triton.jit
 def _weights_backward(values, grad, offsets, lengths, grad_weights, N, C, K: tl.constexpr, K_PAD: tl.constexpr,
                       BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """``grad_weights [B, N, K]``; grid (N / BLOCK_T, B), each program over every tile of channels."""
     tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     batch = tl.program_id(1).to(tl.int64)
     length = tl.load(lengths + batch)
@@ -79,6 +81,7 @@ def _weights_backward(values, grad, offsets, lengths, grad_weights, N, C, K: tl.
 @triton.jit
 def _values_backward(weights, grad, offsets, lengths, grad_values, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
                      BLOCK_C: tl.constexpr):
+    """``grad_values [B, N, C]`` from the real rows' links (zero past the real length); grid as the forward's."""
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     batch = tl.program_id(2).to(tl.int64)
@@ -99,6 +102,7 @@ def _values_backward(weights, grad, offsets, lengths, grad_values, N, C, K: tl.c
 @triton.jit
 def _values_backward_from_pads(weights, grad, offsets, lengths, grad_values, N, C, K: tl.constexpr,
                                BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """Adds the pad rows' share to ``grad_values``, atomically; grid as the forward's."""
     tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     batch = tl.program_id(2).to(tl.int64)

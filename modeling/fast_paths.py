@@ -5,7 +5,8 @@ compiles with ``torch.compile``, and is what the tests compare with the papers' 
 device each attention layer also has a *fast path*: the same function, its chains of small operations (feature
 maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.compile`` (Triton, dynamic shapes:
 compiled at the first call, for every length), the matrix products and the block softmax left to cuBLAS and the
-flash kernel (``attention_base.EfficientAttention.forward``). The mode chooses, for the whole process:
+flash kernel (``attention_base.EfficientAttention.forward``); a mechanism with kernels of its own (``has_own_kernels``:
+PSF's, ``chord_kernels.py``) runs those instead, uncompiled. The mode chooses, for the whole process:
 
 * ``"exact"`` (the default): the exact path everywhere (and the reference the fast paths are tested against).
 * ``"auto"``: the fast path where it can run (CUDA tensors, Triton present, not while exporting or tracing), else
@@ -111,13 +112,14 @@ def takes_fast_path(name: str, tensor: torch.Tensor) -> bool:
     return False
 
 
-def run_fast(name: str, function: Callable, *args):
-    """``function(*args)`` compiled (:func:`compiled`), the fast path of part ``name``. Where it fails to compile, in
-    ``"auto"`` mode one log line says why and ``function`` runs as written, now and at every later call (a user's
-    error raises again there, as it would have); in ``"fast"`` mode the error is raised."""
+def run_fast(name: str, function: Callable, *args, kernels: Callable | None = None):
+    """The fast path of part ``name``: ``function(*args)`` compiled (:func:`compiled`), or ``kernels(*args)``, a
+    mechanism's own kernels doing what ``function`` does. Where it fails to compile, in ``"auto"`` mode one log line
+    says why and ``function`` runs as written, now and at every later call (a user's error raises again there, as it
+    would have); in ``"fast"`` mode the error is raised."""
     if function not in _failed:
         try:
-            return compiled(function)(*args)
+            return (kernels or compiled(function))(*args)
         except Exception as error:  # noqa: BLE001 - any compiler error: the exact path decides what is an error
             if _mode == "fast":
                 raise

@@ -14,7 +14,8 @@ It prints a Markdown report and writes it to ``--output`` (default ``profile.md`
         --length 16384 --tokens_per_step 16384 --hidden_size 768 --num_heads 12 --intermediate_size 3072 \\
         --num_layers 4 --dtype bfloat16 --output profile.md
 
-On a CPU (``--device cpu``) it runs too, with the CPU operators' times, to try it at small sizes.
+On a CPU (``--device cpu``) it runs too: its first table is then each operator's own CPU time (outside the operators
+it calls), the busy time their sum.
 """
 
 from __future__ import annotations
@@ -52,11 +53,14 @@ def profile_row(name: str, settings: BenchmarkSettings, steps: int, top: int) ->
         by_kernel[event.name] += event.device_time / 1e3 / steps
     calls = Counter(event.name for event in profiler.events()
                        if event.device_type == torch.autograd.DeviceType.CPU and event.name.startswith("aten::"))
-    lines = [f"## {name}", "",
-             f"wall {wall_ms:.2f} ms a step (profiled, so above the bench's time), GPU busy {busy_ms:.2f} ms "
-             f"({busy_ms / wall_ms:.0%}), {len(kernels) / steps:.0f} kernels a step", ""]
+    busy = f"GPU busy {busy_ms:.2f} ms ({busy_ms / wall_ms:.0%}), {len(kernels) / steps:.0f} kernels a step"
+    if not cuda:  # the CPU's own work: each operator's time outside the operators it calls
+        by_kernel = {average.key: average.self_cpu_time_total / 1e3 / steps for average in profiler.key_averages()}
+        busy_ms = sum(by_kernel.values())
+        busy = f"the operators' own time {busy_ms:.2f} ms"
+    lines = [f"## {name}", "", f"wall {wall_ms:.2f} ms a step (profiled, so above the bench's time), {busy}", ""]
     if by_kernel:
-        lines += ["| kernel | ms a step | share of busy |", "|---|---|---|"]
+        lines += [f"| {'kernel' if cuda else 'operator (self CPU time)'} | ms a step | share of busy |", "|---|---|---|"]
         for kernel, ms in sorted(by_kernel.items(), key=lambda item: -item[1])[:top]:
             lines.append(f"| `{kernel[:90]}` | {ms:.3f} | {ms / busy_ms:.0%} |")
         lines.append("")

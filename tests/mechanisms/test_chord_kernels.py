@@ -99,3 +99,27 @@ def test_without_cuda_the_fast_path_falls_back_or_says_why():
     torch.testing.assert_close(auto, attention(x, mask).context, atol=0, rtol=0)
     with fast_paths.fast_paths("fast"), pytest.raises(RuntimeError, match="factor product cannot run: the tensors"):
         attention(x, mask)
+
+
+def test_kernels_that_fail_fall_back_to_the_exact_path_in_auto_mode(monkeypatch, caplog):
+    """Where the kernels fail (a Triton that cannot compile them), ``"auto"`` logs one line and runs the exact path
+    from then on; ``"fast"`` raises the error."""
+    monkeypatch.setattr(fast_paths, "obstacle", lambda tensor: None)
+    monkeypatch.setattr(fast_paths, "_failed", set())
+
+    def failing(*args):
+        raise RuntimeError("no kernel today")
+
+    monkeypatch.setattr(chord_kernels, "chord_mix", failing)
+    attention = build("psf", dtype=torch.float32).to(DEVICE)
+    x, mask = (t.to(DEVICE) for t in mixed_batch(dtype=torch.float32))
+    with fast_paths.fast_paths("fast"), pytest.raises(RuntimeError, match="no kernel today"):
+        attention(x, mask)
+    with fast_paths.fast_paths("exact"):
+        exact = attention(x, mask).context
+    with fast_paths.fast_paths("auto"):
+        first, second = attention(x, mask).context, attention(x, mask).context
+    torch.testing.assert_close(first, exact, atol=0, rtol=0)
+    torch.testing.assert_close(second, exact, atol=0, rtol=0)
+    said = [record.getMessage() for record in caplog.records if "did not compile" in record.getMessage()]
+    assert len(said) == 1 and "factor product" in said[0] and "no kernel today" in said[0]

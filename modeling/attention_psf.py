@@ -287,11 +287,11 @@ class PSFAttention(EfficientAttention):
         """:meth:`mix` with each factor one Triton kernel (``chord_kernels.py``), in rank order where masked."""
         from .chord_kernels import chord_mix
 
-        offsets, (batch, length, _) = chord_offsets(self.num_links), values.shape
-        lengths, pads = real_lengths(padding_mask, batch, length, values.device), padding_mask is not None
+        batch, length, _ = values.shape
+        lengths = real_lengths(padding_mask, batch, length, values.device).clamp(min=1)  # [B], int64
 
         def factor(factor_values, factor_weights):
-            return chord_mix(factor_values, factor_weights, offsets, lengths, pads)
+            return chord_mix(factor_values, factor_weights, lengths, pads=padding_mask is not None)
 
         if padding_mask is None:
             return self.factor_product(values, weights, factor)

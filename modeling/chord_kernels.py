@@ -4,11 +4,13 @@ One factor of PSF (``attention_psf.py``, Eq. 1 and 3) mixes each token's K Chord
 
     out[b, t] = sum_k weights[b, t, k] values[b, (t + offsets[k]) mod L_b]      t < N, L_b the real length
 
-over values and weights in rank order (the real tokens first). The exact path applies it as K multiply-adds over the
-whole ``[B, N, C]`` tensor, each reading and writing it in float32 (3K passes over memory a factor, 42 at K = 14);
-here one program takes a tile of tokens and channels, gathers each token's K linked rows and sums them in registers,
-so a factor reads the values about once (the near links hit the cache) and writes the result once. The backward is
-two such kernels, each a gather too:
+over values and weights in rank order (the real tokens first), with ``offsets[k]`` = 0, 1, 2, 4, ..., 2^(K-2)
+(``attention_psf.chord_offsets``; in the kernels the compile-time constant ``(1 << k) >> 1``). The exact path applies
+it as K multiply-adds over the whole ``[B, N, C]`` tensor, each reading and writing it in float32 (3K passes over
+memory a factor, 42 at K = 14); here one program takes a tile of tokens and channels, gathers each token's K linked
+rows and sums them in registers, so a factor reads the values about once (the near links hit the cache) and writes
+the result once; the offsets and the tile sizes are compile-time constants. The backward is two such kernels, each
+a gather too::
 
     grad_weights[b, t, k] = grad[b, t] . values[b, (t + offsets[k]) mod L_b]
     grad_values[b, s]     = sum_k weights[b, t_k, k] grad[b, t_k],   t_k = (s - offsets[k]) mod L_b,   s < L_b
@@ -38,7 +40,7 @@ BLOCK_TOKENS, BLOCK_CHANNELS = 32, 128
 
 
 @triton.jit
-def _mix_forward(values, weights, offsets, lengths, out, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
+def _mix_forward(values, weights, lengths, out, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
                  BLOCK_C: tl.constexpr):
     """``out [B, N, C]``: the factor applied to ``values [B, N, C]``; grid (N / BLOCK_T, C / BLOCK_C, B)."""
     tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -49,7 +51,7 @@ def _mix_forward(values, weights, offsets, lengths, out, N, C, K: tl.constexpr, 
     tile = in_rows[:, None] & in_channels[None, :]
     acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
     for k in tl.static_range(K):
-        rows = ((tokens + tl.load(offsets + k)) % length).to(tl.int64)
+        rows = ((tokens + ((1 << k) >> 1)) % length).to(tl.int64)
         weight = tl.load(weights + (batch * N + tokens) * K + k, mask=in_rows, other=0.0)
         linked = tl.load(values + (batch * N + rows[:, None]) * C + channels[None, :], mask=tile, other=0.0)
         acc += weight[:, None] * linked
@@ -57,7 +59,7 @@ def _mix_forward(values, weights, offsets, lengths, out, N, C, K: tl.constexpr, 
 
 
 @triton.jit
-def _weights_backward(values, grad, offsets, lengths, grad_weights, N, C, K: tl.constexpr, K_PAD: tl.constexpr,
+def _weights_backward(values, grad, lengths, grad_weights, N, C, K: tl.constexpr, K_PAD: tl.constexpr,
                       BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
     """``grad_weights [B, N, K]``; grid (N / BLOCK_T, B), each program over every tile of channels."""
     tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -70,7 +72,7 @@ def _weights_backward(values, grad, offsets, lengths, grad_weights, N, C, K: tl.
         tile = in_rows[:, None] & (channels < C)[None, :]
         upstream = tl.load(grad + (batch * N + tokens[:, None]) * C + channels[None, :], mask=tile, other=0.0)
         for k in tl.static_range(K):
-            rows = ((tokens + tl.load(offsets + k)) % length).to(tl.int64)
+            rows = ((tokens + ((1 << k) >> 1)) % length).to(tl.int64)
             linked = tl.load(values + (batch * N + rows[:, None]) * C + channels[None, :], mask=tile, other=0.0)
             dots = tl.sum(upstream * linked, axis=1)
             acc += tl.where(links[None, :] == k, dots[:, None], 0.0)
@@ -79,7 +81,7 @@ def _weights_backward(values, grad, offsets, lengths, grad_weights, N, C, K: tl.
 
 
 @triton.jit
-def _values_backward(weights, grad, offsets, lengths, grad_values, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
+def _values_backward(weights, grad, lengths, grad_values, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
                      BLOCK_C: tl.constexpr):
     """``grad_values [B, N, C]`` from the real rows' links (zero past the real length); grid as the forward's."""
     rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -90,7 +92,7 @@ def _values_backward(weights, grad, offsets, lengths, grad_values, N, C, K: tl.c
     tile = real[:, None] & (channels < C)[None, :]
     acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
     for k in tl.static_range(K):
-        back = length - tl.load(offsets + k) % length  # in [1, L]: (s - offset) mod L = (s + back) mod L
+        back = length - ((1 << k) >> 1) % length  # in [1, L]: (s - offset) mod L = (s + back) mod L
         sources = ((rows + back) % length).to(tl.int64)
         weight = tl.load(weights + (batch * N + sources) * K + k, mask=real, other=0.0)
         upstream = tl.load(grad + (batch * N + sources[:, None]) * C + channels[None, :], mask=tile, other=0.0)
@@ -100,7 +102,7 @@ def _values_backward(weights, grad, offsets, lengths, grad_values, N, C, K: tl.c
 
 
 @triton.jit
-def _values_backward_from_pads(weights, grad, offsets, lengths, grad_values, N, C, K: tl.constexpr,
+def _values_backward_from_pads(weights, grad, lengths, grad_values, N, C, K: tl.constexpr,
                                BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
     """Adds the pad rows' share to ``grad_values``, atomically; grid as the forward's."""
     tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
@@ -111,7 +113,7 @@ def _values_backward_from_pads(weights, grad, offsets, lengths, grad_values, N, 
     tile = pads[:, None] & (channels < C)[None, :]
     upstream = tl.load(grad + (batch * N + tokens[:, None]) * C + channels[None, :], mask=tile, other=0.0)
     for k in tl.static_range(K):
-        rows = ((tokens + tl.load(offsets + k)) % length).to(tl.int64)
+        rows = ((tokens + ((1 << k) >> 1)) % length).to(tl.int64)
         weight = tl.load(weights + (batch * N + tokens) * K + k, mask=pads, other=0.0)
         tl.atomic_add(grad_values + (batch * N + rows[:, None]) * C + channels[None, :], weight[:, None] * upstream,
                       mask=tile)
@@ -122,44 +124,42 @@ def _grid(tokens: int, channels: int, batch: int) -> tuple[int, int, int]:
 
 
 class ChordKernelMix(torch.autograd.Function):
-    """One factor: ``values [B, N, C]`` and ``weights [B, N, K]`` (float32, rank order), ``offsets [K]`` and
-    ``lengths [B]`` (int64, each at least 1), ``pads``: whether rows past a real length may exist -> ``[B, N, C]``
-    (module docstring). Differentiable once, as the exact path's mixes."""
+    """One factor: ``values [B, N, C]`` and ``weights [B, N, K]`` (float32, rank order), ``lengths [B]`` (int64, each
+    at least 1), ``pads``: whether rows past a real length may exist -> ``[B, N, C]`` (module docstring).
+    Differentiable once, as the exact path's mixes."""
 
     @staticmethod
-    def forward(ctx, values, weights, offsets, lengths, pads):
+    def forward(ctx, values, weights, lengths, pads):
         values, weights = values.contiguous(), weights.contiguous()
-        ctx.save_for_backward(values, weights, offsets, lengths)
+        ctx.save_for_backward(values, weights, lengths)
         ctx.pads = pads
         batch, length, width = values.shape
         out = torch.empty_like(values)
-        _mix_forward[_grid(length, width, batch)](values, weights, offsets, lengths, out, length, width,
+        _mix_forward[_grid(length, width, batch)](values, weights, lengths, out, length, width,
                                                   K=weights.shape[2], BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
         return out
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
-        values, weights, offsets, lengths = ctx.saved_tensors
+        values, weights, lengths = ctx.saved_tensors
         grad = grad.contiguous()
         batch, length, width = values.shape
         links = weights.shape[2]
         grad_weights, grad_values = torch.empty_like(weights), torch.empty_like(values)
         _weights_backward[(triton.cdiv(length, BLOCK_TOKENS), batch)](
-            values, grad, offsets, lengths, grad_weights, length, width, K=links, K_PAD=triton.next_power_of_2(links),
+            values, grad, lengths, grad_weights, length, width, K=links, K_PAD=triton.next_power_of_2(links),
             BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
         grid = _grid(length, width, batch)
-        _values_backward[grid](weights, grad, offsets, lengths, grad_values, length, width, K=links,
+        _values_backward[grid](weights, grad, lengths, grad_values, length, width, K=links,
                                BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
         if ctx.pads:
-            _values_backward_from_pads[grid](weights, grad, offsets, lengths, grad_values, length, width, K=links,
+            _values_backward_from_pads[grid](weights, grad, lengths, grad_values, length, width, K=links,
                                              BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
-        return grad_values, grad_weights, None, None, None
+        return grad_values, grad_weights, None, None
 
 
-def chord_mix(values: torch.Tensor, weights: torch.Tensor, offsets: list[int], lengths: torch.Tensor,
-              pads: bool) -> torch.Tensor:
-    """:class:`ChordKernelMix` of ``values [B, N, C]`` and ``weights [B, N, K]`` (float32, rank order) over
-    ``offsets`` (:func:`attention_psf.chord_offsets`) and the real ``lengths [B]``."""
-    offsets = torch.tensor(offsets, dtype=torch.int64, device=values.device)
-    return ChordKernelMix.apply(values, weights, offsets, lengths.clamp(min=1).to(torch.int64), pads)
+def chord_mix(values: torch.Tensor, weights: torch.Tensor, lengths: torch.Tensor, pads: bool) -> torch.Tensor:
+    """:class:`ChordKernelMix` of ``values [B, N, C]`` and ``weights [B, N, K]`` (float32, rank order) over the real
+    ``lengths [B]`` (int64, each at least 1)."""
+    return ChordKernelMix.apply(values, weights, lengths, pads)

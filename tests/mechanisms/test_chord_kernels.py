@@ -48,8 +48,7 @@ def test_one_factor_and_its_gradients_equal_the_exact_path(lengths):
     expected = [values.clone().requires_grad_(), weights.clone().requires_grad_()]
     exact_factor(*expected, lengths).backward(upstream)
     actual = [t.to(DEVICE, torch.float32).requires_grad_() for t in (values, weights)]
-    output = chord_kernels.chord_mix(*actual, chord_offsets(LINKS), torch.tensor(lengths, device=DEVICE),
-                                     pads=min(lengths) < LENGTH)
+    output = chord_kernels.chord_mix(*actual, torch.tensor(lengths, device=DEVICE), pads=min(lengths) < LENGTH)
     output.backward(upstream.to(DEVICE, torch.float32))
     torch.testing.assert_close(output.double().cpu(), exact_factor(values, weights, lengths), atol=2e-5, rtol=1e-5)
     for tensor, reference in zip(actual, expected):
@@ -60,7 +59,7 @@ def layer_run(attention, x, mask, mode, monkeypatch):
     """Output and gradients (to the input and every parameter) of ``attention`` on ``x``/``mask`` in fast-path
     ``mode``, and how many factors the kernels applied."""
     calls = []
-    monkeypatch.setattr(chord_kernels, "chord_mix", lambda *args: calls.append(1) or kernel_mix(*args))
+    monkeypatch.setattr(chord_kernels, "chord_mix", lambda *args, **options: calls.append(1) or kernel_mix(*args, **options))
     x = x.clone().requires_grad_()
     attention.zero_grad()
     with fast_paths.fast_paths(mode):
@@ -107,7 +106,7 @@ def test_kernels_that_fail_fall_back_to_the_exact_path_in_auto_mode(monkeypatch,
     monkeypatch.setattr(fast_paths, "obstacle", lambda tensor: None)
     monkeypatch.setattr(fast_paths, "_failed", set())
 
-    def failing(*args):
+    def failing(*args, **options):
         raise RuntimeError("no kernel today")
 
     monkeypatch.setattr(chord_kernels, "chord_mix", failing)

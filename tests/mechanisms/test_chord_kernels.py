@@ -1,6 +1,7 @@
 """PSF's CUDA kernels (modeling/chord_kernels.py) against the exact path: one factor's product and its gradients,
-padded or not, and the whole layer on the fast path (with ``residual``, beside blocks). Without CUDA the kernels run
-in Triton's interpreter on the CPU (``TRITON_INTERPRET=1``, which tests/conftest.py sets before Triton is imported)."""
+padded or not, and the whole layer on the fast path (with ``residual``, beside blocks, beside a window). Without CUDA
+the kernels run in Triton's interpreter on the CPU (``TRITON_INTERPRET=1``, which tests/conftest.py sets before Triton
+is imported)."""
 
 from __future__ import annotations
 
@@ -72,7 +73,8 @@ kernel_mix = chord_kernels.chord_mix
 
 
 @pytest.mark.parametrize("padded", [False, True], ids=["no-mask", "mask"])
-@pytest.mark.parametrize("settings", [{}, {"residual": True}, {"local_block": 4}], ids=["plain", "residual", "blocks"])
+@pytest.mark.parametrize("settings", [{}, {"residual": True}, {"local_block": 4}, {"local_window": 6, "global_tokens": 1}],
+                         ids=["plain", "residual", "blocks", "window"])
 def test_the_layer_on_the_fast_path_equals_the_exact_path(settings, padded, monkeypatch):
     """PSF's layer with ``fast_paths("fast")`` (the CUDA check waived on a CPU, where the interpreter runs the
     kernels) against the exact path: every factor goes through the kernels, and the outputs and gradients agree."""

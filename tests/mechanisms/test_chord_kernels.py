@@ -24,6 +24,7 @@ from hf_effattn.modeling.attention_psf import (  # noqa: E402 - after the skip
 from helpers.mechanisms import build, mixed_batch  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+KERNEL_MIX = chord_kernels.chord_mix  # before any test replaces it
 LENGTH, WIDTH, LINKS = 12, 150, 6  # links reach 16 > N: the modulo wraps; two channel tiles, the second partial
 
 
@@ -60,7 +61,12 @@ def layer_run(attention, x, mask, mode, monkeypatch):
     """Output and gradients (to the input and every parameter) of ``attention`` on ``x``/``mask`` in fast-path
     ``mode``, and how many factors the kernels applied."""
     calls = []
-    monkeypatch.setattr(chord_kernels, "chord_mix", lambda *args, **options: calls.append(1) or kernel_mix(*args, **options))
+
+    def counted(*args, **options):
+        calls.append(1)
+        return KERNEL_MIX(*args, **options)
+
+    monkeypatch.setattr(chord_kernels, "chord_mix", counted)
     x = x.clone().requires_grad_()
     attention.zero_grad()
     with fast_paths.fast_paths(mode):
@@ -69,11 +75,9 @@ def layer_run(attention, x, mask, mode, monkeypatch):
     return [output, x.grad, *(p.grad for p in attention.parameters() if p.grad is not None)], len(calls)
 
 
-kernel_mix = chord_kernels.chord_mix
-
-
 @pytest.mark.parametrize("padded", [False, True], ids=["no-mask", "mask"])
-@pytest.mark.parametrize("settings", [{}, {"residual": True}, {"local_block": 4}, {"local_window": 6, "global_tokens": 1}],
+@pytest.mark.parametrize("settings", [{}, {"residual": True}, {"local_block": 4}, {"local_window": 6,
+                                                                                  "global_tokens": 1}],
                          ids=["plain", "residual", "blocks", "window"])
 def test_the_layer_on_the_fast_path_equals_the_exact_path(settings, padded, monkeypatch):
     """PSF's layer with ``fast_paths("fast")`` (the CUDA check waived on a CPU, where the interpreter runs the

@@ -9,11 +9,11 @@ over values and weights in rank order (the real tokens first), with ``offsets[k]
 it as K multiply-adds over the whole ``[B, N, C]`` tensor, each reading and writing it in float32 (3K passes over
 memory a factor, 42 at K = 14); here one program takes a tile of tokens and channels, gathers each token's K linked
 rows and sums them in registers, so a factor reads the values about once (the near links hit the cache) and writes
-the result once; the offsets and the tile sizes are compile-time constants. The backward is two such kernels, each
-a gather too::
+the result once (:func:`_gather_links`); the offsets and the tile sizes are compile-time constants. The backward is
+two gathers too: the same kernel transposed for the values, one of dot products for the weights::
 
-    grad_weights[b, t, k] = grad[b, t] . values[b, (t + offsets[k]) mod L_b]
     grad_values[b, s]     = sum_k weights[b, t_k, k] grad[b, t_k],   t_k = (s - offsets[k]) mod L_b,   s < L_b
+    grad_weights[b, t, k] = grad[b, t] . values[b, (t + offsets[k]) mod L_b]
 
 where ``t_k`` is the one real row whose link k is s; the rows past the real length (pads, in rank order at the end)
 link into the real rows too, and their share of ``grad_values`` is added by a third kernel with atomic adds, run
@@ -40,22 +40,34 @@ BLOCK_TOKENS, BLOCK_CHANNELS = 32, 128
 
 
 @triton.jit
-def _mix_forward(values, weights, lengths, out, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
-                 BLOCK_C: tl.constexpr):
-    """``out [B, N, C]``: the factor applied to ``values [B, N, C]``; grid (N / BLOCK_T, C / BLOCK_C, B)."""
-    tokens = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
+def _gather_links(source, weights, lengths, out, N, C, K: tl.constexpr, TRANSPOSED: tl.constexpr,
+                  BLOCK_T: tl.constexpr, BLOCK_C: tl.constexpr):
+    """``out [B, N, C]``, row by row: ``out[t] = sum_k weights[t, k] source[(t + offsets[k]) mod L]`` (the factor
+    applied to the values), or with ``TRANSPOSED`` ``out[s] = sum_k weights[t_k, k] source[t_k]``, ``t_k = (s -
+    offsets[k]) mod L`` (the gradient to the values from the real rows, ``source`` the upstream gradient; zero past
+    the real length). Grid (N / BLOCK_T, C / BLOCK_C, B)."""
+    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
     channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
     batch = tl.program_id(2).to(tl.int64)
     length = tl.load(lengths + batch)
-    in_rows, in_channels = tokens < N, channels < C
-    tile = in_rows[:, None] & in_channels[None, :]
+    if TRANSPOSED:
+        valid = rows < length  # the rows past the real length are no real row's link
+    else:
+        valid = rows < N
+    tile = valid[:, None] & (channels < C)[None, :]
     acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
     for k in tl.static_range(K):
-        rows = ((tokens + ((1 << k) >> 1)) % length).to(tl.int64)
-        weight = tl.load(weights + (batch * N + tokens) * K + k, mask=in_rows, other=0.0)
-        linked = tl.load(values + (batch * N + rows[:, None]) * C + channels[None, :], mask=tile, other=0.0)
-        acc += weight[:, None] * linked
-    tl.store(out + (batch * N + tokens[:, None]) * C + channels[None, :], acc, mask=tile)
+        if TRANSPOSED:
+            linked = ((rows + length - ((1 << k) >> 1) % length) % length).to(tl.int64)  # (s - offset) mod L
+            weighted = linked
+        else:
+            linked = ((rows + ((1 << k) >> 1)) % length).to(tl.int64)
+            weighted = rows
+        weight = tl.load(weights + (batch * N + weighted) * K + k, mask=valid, other=0.0)
+        linked_rows = tl.load(source + (batch * N + linked[:, None]) * C + channels[None, :], mask=tile, other=0.0)
+        acc += weight[:, None] * linked_rows
+    tl.store(out + (batch * N + rows[:, None]) * C + channels[None, :], acc,
+             mask=(rows < N)[:, None] & (channels < C)[None, :])
 
 
 @triton.jit
@@ -78,27 +90,6 @@ def _weights_backward(values, grad, lengths, grad_weights, N, C, K: tl.constexpr
             acc += tl.where(links[None, :] == k, dots[:, None], 0.0)
     tl.store(grad_weights + (batch * N + tokens[:, None]) * K + links[None, :], acc,
              mask=in_rows[:, None] & (links < K)[None, :])
-
-
-@triton.jit
-def _values_backward(weights, grad, lengths, grad_values, N, C, K: tl.constexpr, BLOCK_T: tl.constexpr,
-                     BLOCK_C: tl.constexpr):
-    """``grad_values [B, N, C]`` from the real rows' links (zero past the real length); grid as the forward's."""
-    rows = tl.program_id(0) * BLOCK_T + tl.arange(0, BLOCK_T)
-    channels = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)
-    batch = tl.program_id(2).to(tl.int64)
-    length = tl.load(lengths + batch)
-    real = rows < length  # the rows past the real length are no real row's link
-    tile = real[:, None] & (channels < C)[None, :]
-    acc = tl.zeros((BLOCK_T, BLOCK_C), dtype=tl.float32)
-    for k in tl.static_range(K):
-        back = length - ((1 << k) >> 1) % length  # in [1, L]: (s - offset) mod L = (s + back) mod L
-        sources = ((rows + back) % length).to(tl.int64)
-        weight = tl.load(weights + (batch * N + sources) * K + k, mask=real, other=0.0)
-        upstream = tl.load(grad + (batch * N + sources[:, None]) * C + channels[None, :], mask=tile, other=0.0)
-        acc += weight[:, None] * upstream
-    tl.store(grad_values + (batch * N + rows[:, None]) * C + channels[None, :], acc,
-             mask=(rows < N)[:, None] & (channels < C)[None, :])
 
 
 @triton.jit
@@ -135,8 +126,8 @@ class ChordKernelMix(torch.autograd.Function):
         ctx.pads = pads
         batch, length, width = values.shape
         out = torch.empty_like(values)
-        _mix_forward[_grid(length, width, batch)](values, weights, lengths, out, length, width,
-                                                  K=weights.shape[2], BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        _gather_links[_grid(length, width, batch)](values, weights, lengths, out, length, width, K=weights.shape[2],
+                                                   TRANSPOSED=False, BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
         return out
 
     @staticmethod
@@ -151,8 +142,8 @@ class ChordKernelMix(torch.autograd.Function):
             values, grad, lengths, grad_weights, length, width, K=links, K_PAD=triton.next_power_of_2(links),
             BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
         grid = _grid(length, width, batch)
-        _values_backward[grid](weights, grad, lengths, grad_values, length, width, K=links,
-                               BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        _gather_links[grid](grad, weights, lengths, grad_values, length, width, K=links, TRANSPOSED=True,
+                            BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
         if ctx.pads:
             _values_backward_from_pads[grid](weights, grad, lengths, grad_values, length, width, K=links,
                                              BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)

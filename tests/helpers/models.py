@@ -104,7 +104,7 @@ BLOCK_PACKAGE = textwrap.dedent(
             if name.split(".")[0] == "hf_effattn":
                 raise ImportError("hf_effattn must not be imported by remote code")
             if name.split(".")[0] == "triton":  # as where PyTorch is a CPU build
-                raise ModuleNotFoundError(f"No module named {name!r}")
+                raise ModuleNotFoundError("No module named " + repr(name))  # no braces: some tests .format() this text
 
     sys.meta_path.insert(0, BlockPackage())
     """

@@ -23,9 +23,8 @@ passes, never by the mask's values (so the forward has no data-dependent branch,
 compiles as one graph): :class:`ChordShiftMix` when no padding mask is given (each link is a cyclic shift of
 the sequence, read in place from two slices) and :class:`ChordWindowMix` when one is, padded or not (values in
 rank order, repeated cyclically over each sequence's real length, so that every link is again a slice).
-On CUDA, with the fast paths on (``fast_paths.py``: ``HF_EFFATTN_FAST_PATHS=auto``), each factor is instead one
-Triton kernel that gathers every token's K links and sums them in registers (``chord_kernels.py``: the same
-numbers to float32 rounding, a read and a write of the values a factor rather than 3K).
+On CUDA with the fast paths on (``fast_paths.py``), each factor is one Triton kernel instead, gathering every token's
+K links into registers (``chord_kernels.py``: the same numbers to float32 rounding, one pass a factor, not 3K).
 Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place: the attention weights,
 here the non-zeros ``w_m`` of every factor): in training each entry of each factor is dropped independently
 and the kept ones scaled by ``1 / (1 - p)``.
@@ -45,6 +44,7 @@ Cost: O(N log^2 N) time, O(N log N) memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 import torch.nn.functional as F
@@ -144,6 +144,14 @@ class ChordWindowMix(torch.autograd.Function):
             grad_extended[:, offset : offset + length].addcmul_(grad, weights[:, :, k, None])
             grad_weights[:, :, k] = row_dots(grad, extended[:, offset : offset + length])
         return grad_extended, grad_weights, None
+
+
+def cyclic_window_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, offsets: list[int]):
+    """:class:`ChordWindowMix` of ``values [B, N, C]`` (rank order) repeated cyclically over each sequence's real length
+    by ``rows`` (:func:`circular_rows`, window ``max(offsets)``) and ``weights [B, N, K]`` -> ``[B, N, C]``."""
+    batch, length, width = values.shape
+    extended = values.reshape(-1, width).index_select(0, rows).view(batch, length + max(offsets), width)
+    return ChordWindowMix.apply(extended, weights, offsets)
 
 
 def shift_pieces(length: int, offsets: list[int]):
@@ -261,8 +269,7 @@ class PSFAttention(EfficientAttention):
 
     def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]``, ``weights
-        [M, B, N, K]`` -> ``[B, N, C]``: :meth:`exact_mix`, or on the fast path (``fast_paths.py``: CUDA, its mode
-        not ``"exact"``) :meth:`mix_with_kernels`."""
+        [M, B, N, K]`` -> ``[B, N, C]``, by :meth:`exact_mix`, or on the fast path :meth:`mix_with_kernels`."""
         name = "the 'psf' attention's factor product"
         if takes_fast_path(name, values):
             return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask,
@@ -277,30 +284,24 @@ class PSFAttention(EfficientAttention):
         offsets = chord_offsets(self.num_links)
         if padding_mask is None:
             return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
-        batch, length, width = values.shape
-        window, rows = max(offsets), circular_rows(padding_mask, max(offsets))
-        return self.in_rank_order(values, weights, padding_mask, lambda v, w: ChordWindowMix.apply(
-            v.reshape(-1, width).index_select(0, rows).view(batch, length + window, width), w, offsets))
+        rows = circular_rows(padding_mask, max(offsets))
+        return self.in_rank_order(values, weights, padding_mask, lambda v, w: cyclic_window_mix(v, w, rows, offsets))
 
     def mix_with_kernels(self, values: torch.Tensor, weights: torch.Tensor,
                          padding_mask: torch.Tensor | None) -> torch.Tensor:
         """:meth:`mix` with each factor one Triton kernel (``chord_kernels.py``), in rank order where masked."""
         from .chord_kernels import chord_mix
 
-        batch, length, _ = values.shape
-        lengths = real_lengths(padding_mask, batch, length, values.device).clamp(min=1)  # [B], int64
-
-        def factor(factor_values, factor_weights):
-            return chord_mix(factor_values, factor_weights, lengths, pads=padding_mask is not None)
-
-        if padding_mask is None:
-            return self.factor_product(values, weights, factor)
+        lengths = real_lengths(padding_mask, *values.shape[:2], values.device).clamp(min=1)  # [B], int64
+        factor = partial(chord_mix, lengths=lengths, pads=padding_mask is not None)
         return self.in_rank_order(values, weights, padding_mask, factor)
 
-    def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor,
+    def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None,
                       factor) -> torch.Tensor:
-        """:meth:`factor_product` on ``values`` and ``weights`` put in rank order once (each sequence's real tokens
-        first), its result put back at the token positions."""
+        """:meth:`factor_product`, with a mask on ``values`` and ``weights`` put in rank order once (each sequence's
+        real tokens first) and its result put back at the token positions."""
+        if padding_mask is None:
+            return self.factor_product(values, weights, factor)
         batch, length, _ = values.shape
         order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
         mixed = self.factor_product(take_tokens(values, order), take_tokens(weights, order), factor)

@@ -16,9 +16,9 @@ if find_spec("triton") is None:
 from hf_effattn.modeling import chord_kernels, fast_paths  # noqa: E402 - after the skip
 from hf_effattn.modeling.attention_psf import (  # noqa: E402 - after the skip
     ChordShiftMix,
-    ChordWindowMix,
     chord_offsets,
     circular_rows,
+    cyclic_window_mix,
 )
 
 from helpers.mechanisms import build, mixed_batch  # noqa: E402
@@ -34,9 +34,7 @@ def exact_factor(values: torch.Tensor, weights: torch.Tensor, lengths: list[int]
     if all(length == LENGTH for length in lengths):
         return ChordShiftMix.apply(values, weights, offsets)
     mask = torch.arange(LENGTH) < torch.tensor(lengths)[:, None]
-    window, rows = max(offsets), circular_rows(mask, max(offsets))
-    extended = values.reshape(-1, WIDTH).index_select(0, rows).view(len(lengths), LENGTH + window, WIDTH)
-    return ChordWindowMix.apply(extended, weights, offsets)
+    return cyclic_window_mix(values, weights, circular_rows(mask, max(offsets)), offsets)
 
 
 @pytest.mark.parametrize("lengths", [[12, 12], [12, 7, 1]], ids=["full", "padded"])

@@ -18,13 +18,14 @@ its real tokens, so pads are never reached and left or right padding gives the s
 ``K = M = ceil(log2 N_max)`` by default (``N_max`` the model's maximum length); no softmax and no
 scaling, as in the paper, so the factor products run in float32 even under autocast (a product of
 many unnormalised factors can overflow in half precision). Query and key projections are not used.
-Each factor is applied by one of two exact kernels with hand-written backwards, chosen by what the caller
-passes, never by the mask's values (so the forward has no data-dependent branch, and exports to ONNX and
-compiles as one graph): :class:`ChordShiftMix` when no padding mask is given (each link is a cyclic shift of
-the sequence, read in place from two slices) and :class:`ChordWindowMix` when one is, padded or not (values in
-rank order, repeated cyclically over each sequence's real length, so that every link is again a slice).
-On CUDA with the fast paths on (``fast_paths.py``), each factor is one Triton kernel instead, gathering every token's
-K links into registers (``chord_kernels.py``: the same numbers to float32 rounding, one pass a factor, not 3K).
+Each factor is applied by one of two exact products with hand-written backwards (``chord_mixes.py``), chosen by
+what the caller passes, never by the mask's values (so the forward has no data-dependent branch, and exports to ONNX
+and compiles as one graph): ``ChordShiftMix`` when no padding mask is given (each link a cyclic shift of the
+sequence) and ``ChordWindowMix`` when one is, padded or not (values in rank order, repeated cyclically over each
+sequence's real length, so that every link is a slice). With the fast paths on (``fast_paths.py``), each factor is
+instead one Triton kernel on CUDA, gathering every token's K links into registers (``chord_kernels.py``: one pass a
+factor, not 3K), and on a CPU the second product written in plain operations and compiled by ``torch.compile`` (one
+fused C++ loop a factor, forward and backward); both give the same numbers to float32 rounding.
 Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place: the attention weights,
 here the non-zeros ``w_m`` of every factor): in training each entry of each factor is dropped independently
 and the kept ones scaled by ``1 / (1 - p)``.
@@ -49,13 +50,13 @@ from functools import partial
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.autograd.function import once_differentiable
 from transformers import initialization as init
 
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
-from .fast_paths import run_fast, takes_fast_path
+from .chord_mixes import ChordShiftMix, circular_rows, compiled_window_mix, cyclic_window_mix
+from .fast_paths import compiled, run_fast, takes_fast_path
 from .masking import real_lengths, real_positions, token_ranks
 from .position_extension import replace_parameter, tile_blocks
 
@@ -82,6 +83,11 @@ def take_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
     return torch.gather(x, -2, index.unsqueeze(-1).expand_as(x))
 
 
+def sequence_lengths(values: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
+    """Each sequence's real length ``[B]`` (int64, at least 1) for ``values [B, N, C]`` and ``padding_mask``."""
+    return real_lengths(padding_mask, *values.shape[:2], values.device).clamp(min=1)
+
+
 def chord_offsets(num_links: int) -> list[int]:
     """The K link offsets of Eq. 1: ``[0, 1, 2, 4, ..., 2^(K-2)]``."""
     return [0] + [2**k for k in range(num_links - 1)]
@@ -95,101 +101,6 @@ def chord_links(padding_mask: torch.Tensor | None, batch: int, length: int, num_
     linked_ranks = (ranks[..., None] + offsets) % lengths  # [B, N, K]
     positions = real_positions(padding_mask, batch, length, device)
     return torch.gather(positions, 1, linked_ranks.view(batch, length * num_links)).view(batch, length, num_links)
-
-
-def row_dots(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``[B, n, C] . [B, n, C] -> [B, n]``, the dot product of each pair of rows, without a ``[B, n, C]`` product
-    (an einsum runs as batched dot products: faster than ``mul`` then ``sum``, and no ``out=`` views, which
-    ``torch.compile`` refuses)."""
-    return torch.einsum("bnc,bnc->bn", a, b)
-
-
-def circular_rows(padding_mask: torch.Tensor, window: int) -> torch.Tensor:
-    """``[B * (N + window)]`` row indices into values kept in rank order and flattened to ``[B * N, C]``: row ``t``
-    of sequence b reads its rank ``t mod L_b``, so that the first N + window rows repeat its L_b real tokens
-    cyclically and the link ``(t + o) mod L_b`` of Eq. 1 is simply row ``t + o`` for every offset ``o <= window``."""
-    batch, length = padding_mask.shape
-    lengths = real_lengths(padding_mask, batch, length, padding_mask.device).clamp(min=1)[:, None]
-    rows = torch.arange(length + window, device=padding_mask.device) % lengths  # [B, N + window]
-    return (rows + torch.arange(batch, device=padding_mask.device)[:, None] * length).view(-1)
-
-
-class ChordWindowMix(torch.autograd.Function):
-    """``out[:, t] = sum_k weights[:, t, k] extended[:, t + offsets[k]]``: ``extended [B, N + window, C]`` (the
-    values repeated cyclically, see :func:`circular_rows`), ``weights [B, N, K]`` -> ``[B, N, C]``. Each link reads
-    one slice of ``extended`` in place (no gather, no index); the hand-written backward does the same::
-
-        grad_extended[:, t + offsets[k]] += weights[:, t, k] grad[:, t]
-        grad_weights[:, t, k]             = grad[:, t] . extended[:, t + offsets[k]]
-
-    Its buffers are reused in place, so it is differentiable once (a double backward raises)."""
-
-    @staticmethod
-    def forward(ctx, extended, weights, offsets):
-        ctx.save_for_backward(extended, weights)
-        ctx.offsets = offsets
-        length = weights.shape[1]
-        mixed = extended.new_zeros(extended.shape[0], length, extended.shape[2])
-        for k, offset in enumerate(offsets):
-            mixed.addcmul_(extended[:, offset : offset + length], weights[:, :, k, None])
-        return mixed
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        extended, weights = ctx.saved_tensors
-        grad, length = grad.contiguous(), weights.shape[1]
-        grad_extended, grad_weights = torch.zeros_like(extended), torch.empty_like(weights)
-        for k, offset in enumerate(ctx.offsets):
-            grad_extended[:, offset : offset + length].addcmul_(grad, weights[:, :, k, None])
-            grad_weights[:, :, k] = row_dots(grad, extended[:, offset : offset + length])
-        return grad_extended, grad_weights, None
-
-
-def cyclic_window_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, offsets: list[int]):
-    """:class:`ChordWindowMix` of ``values [B, N, C]`` (rank order) repeated cyclically over each sequence's real length
-    by ``rows`` (:func:`circular_rows`, window ``max(offsets)``) and ``weights [B, N, K]`` -> ``[B, N, C]``."""
-    batch, length, width = values.shape
-    extended = values.reshape(-1, width).index_select(0, rows).view(batch, length + max(offsets), width)
-    return ChordWindowMix.apply(extended, weights, offsets)
-
-
-def shift_pieces(length: int, offsets: list[int]):
-    """For a sequence of ``length`` tokens without padding, link k of token t is ``(t + offsets[k]) mod length``:
-    yields ``(k, rows, linked)``, pairs of slices with ``linked`` the rows of ``rows`` shifted by the offset
-    (at most two pairs per link: before and after the wrap)."""
-    for k, offset in enumerate(offsets):
-        shift = offset % length
-        yield k, slice(0, length - shift), slice(shift, length)
-        if shift:
-            yield k, slice(length - shift, length), slice(0, shift)
-
-
-class ChordShiftMix(torch.autograd.Function):
-    """:class:`ChordWindowMix` for a batch without padding, where every sequence has all N tokens: each link is a
-    cyclic shift, so the linked rows are read in place from slices of the values (no gather, no index, no
-    buffer in the forward). ``values [B, N, C]``, ``weights [B, N, K]``, ``offsets`` (:func:`chord_offsets`)
-    -> ``[B, N, C]``. Differentiable once, like :class:`ChordWindowMix`."""
-
-    @staticmethod
-    def forward(ctx, values, weights, offsets):
-        ctx.save_for_backward(values, weights)
-        ctx.offsets = offsets
-        mixed = torch.zeros_like(values)
-        for k, rows, linked in shift_pieces(values.shape[1], offsets):
-            mixed[:, rows].addcmul_(values[:, linked], weights[:, rows, k, None])
-        return mixed
-
-    @staticmethod
-    @once_differentiable
-    def backward(ctx, grad):
-        values, weights = ctx.saved_tensors
-        grad = grad.contiguous()
-        grad_values, grad_weights = torch.zeros_like(values), torch.empty_like(weights)
-        for k, rows, linked in shift_pieces(values.shape[1], ctx.offsets):
-            grad_values[:, linked].addcmul_(grad[:, rows], weights[:, rows, k, None])
-            grad_weights[:, rows, k] = row_dots(grad[:, rows], values[:, linked])
-        return grad_values, grad_weights, None
 
 
 @register_attention("psf")
@@ -214,6 +125,7 @@ class PSFAttention(EfficientAttention):
     needs_max_length = True
     uses_query_key = False
     has_own_kernels = True
+    fast_mixes = {"cuda": "mix_with_kernels", "cpu": "mix_compiled"}  # device type -> method
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
         super().__init__(hidden_size, num_heads, settings, **kwargs)
@@ -269,22 +181,23 @@ class PSFAttention(EfficientAttention):
 
     def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]``, ``weights
-        [M, B, N, K]`` -> ``[B, N, C]``, by :meth:`exact_mix`, or on the fast path :meth:`mix_with_kernels`."""
+        [M, B, N, K]`` -> ``[B, N, C]``, by :meth:`exact_mix`, or on the fast path the method ``fast_mixes`` names
+        for the device: the Triton kernels on CUDA, each factor compiled on a CPU."""
         name = "the 'psf' attention's factor product"
-        if takes_fast_path(name, values):
-            return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask,
-                            kernels=type(self).mix_with_kernels)
+        if takes_fast_path(name, values, devices=tuple(self.fast_mixes)):
+            fast_mix = getattr(type(self), self.fast_mixes[values.device.type])
+            return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask, kernels=fast_mix)
         return self.exact_mix(values, weights, padding_mask)
 
     def exact_mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """:meth:`mix` in PyTorch operations. Without a mask each link is a cyclic shift (:class:`ChordShiftMix`);
+        """:meth:`mix` in PyTorch operations. Without a mask each link is a cyclic shift (``ChordShiftMix``);
         with one, every factor reads slices of the values in rank order, repeated cyclically over each sequence's
-        real length (:class:`ChordWindowMix`): exact for any mask, and an unpadded row costs one extra row copy per
+        real length (``ChordWindowMix``): exact for any mask, and an unpadded row costs one extra row copy per
         factor, not K."""
         offsets = chord_offsets(self.num_links)
         if padding_mask is None:
             return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
-        rows = circular_rows(padding_mask, max(offsets))
+        rows = circular_rows(sequence_lengths(values, padding_mask), values.shape[1], max(offsets))
         return self.in_rank_order(values, weights, padding_mask, lambda v, w: cyclic_window_mix(v, w, rows, offsets))
 
     def mix_with_kernels(self, values: torch.Tensor, weights: torch.Tensor,
@@ -292,8 +205,15 @@ class PSFAttention(EfficientAttention):
         """:meth:`mix` with each factor one Triton kernel (``chord_kernels.py``), in rank order where masked."""
         from .chord_kernels import chord_mix
 
-        lengths = real_lengths(padding_mask, *values.shape[:2], values.device).clamp(min=1)  # [B], int64
-        factor = partial(chord_mix, lengths=lengths, pads=padding_mask is not None)
+        factor = partial(chord_mix, lengths=sequence_lengths(values, padding_mask), pads=padding_mask is not None)
+        return self.in_rank_order(values, weights, padding_mask, factor)
+
+    def mix_compiled(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None):
+        """:meth:`mix` with each factor :func:`compiled_window_mix` compiled (``fast_paths.compiled``: on a CPU,
+        inductor writes the K links' multiply-adds and their backward as one C++ loop each), in rank order."""
+        offsets = chord_offsets(self.num_links)
+        rows = circular_rows(sequence_lengths(values, padding_mask), values.shape[1], max(offsets))
+        factor = partial(compiled(compiled_window_mix), rows=rows, offsets=offsets)
         return self.in_rank_order(values, weights, padding_mask, factor)
 
     def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None,

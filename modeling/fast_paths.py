@@ -1,4 +1,4 @@
-"""Which implementation runs: one exact path everywhere, and fast paths on CUDA.
+"""Which implementation runs: one exact path everywhere, and fast paths on CUDA (and PSF's on a CPU).
 
 Every mechanism has one *exact path*, written with PyTorch operations: it runs on any device, exports to ONNX,
 compiles with ``torch.compile``, and is what the tests compare with the papers' explicit references. On a CUDA
@@ -6,12 +6,14 @@ device each attention layer also has a *fast path*: the same function, its chain
 maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.compile`` (Triton, dynamic shapes:
 compiled at the first call, for every length), the matrix products and the block softmax left to cuBLAS and the
 flash kernel (``attention_base.EfficientAttention.forward``); a mechanism with kernels of its own (``has_own_kernels``:
-PSF's, ``chord_kernels.py``) runs those instead, uncompiled. The mode chooses, for the whole process:
+PSF's, ``chord_kernels.py``) runs those instead, uncompiled. PSF also has a fast path on a CPU: each factor's product
+compiled by ``torch.compile`` (inductor's C++, ``chord_mixes.compiled_window_mix``), which needs a C++ compiler; its
+first call compiles for about a minute. The mode chooses, for the whole process:
 
 * ``"exact"`` (the default): the exact path everywhere (and the reference the fast paths are tested against).
-* ``"auto"``: the fast path where it can run (CUDA tensors, Triton present, not while exporting or tracing), else
-  the exact path. Where a fast path cannot run on CUDA, or fails to compile, one log line says why, once, and the
-  exact path runs.
+* ``"auto"``: the fast path where it can run (CUDA tensors and Triton, or PSF's on CPU tensors; not while exporting
+  or tracing), else the exact path. Where a fast path cannot run on CUDA, or fails to compile, one log line says why,
+  once, and the exact path runs.
 * ``"fast"``: the fast path, and a ``RuntimeError`` naming what stops it where it cannot run.
 
 Why not ``"auto"`` by default: on an H200 (PyTorch 2.11) the first call of Singularformer's layer did not finish
@@ -82,10 +84,13 @@ def capturing() -> bool:
     return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 
-def obstacle(tensor: torch.Tensor) -> str | None:
-    """Why no fast path can run on ``tensor``'s device now, or None where one can."""
+def obstacle(tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> str | None:
+    """Why no fast path for the device types ``devices`` can run on ``tensor``'s device now, or None where one can
+    (on CUDA it needs Triton; on a CPU ``torch.compile`` needs a C++ compiler, which only compiling can tell)."""
+    if tensor.device.type not in devices:
+        return f"the tensors are on {tensor.device.type}, this fast path is for {' and '.join(devices)}"
     if tensor.device.type != "cuda":
-        return f"the tensors are on {tensor.device.type}, the fast paths are for CUDA"
+        return None
     if tensor.dtype not in (torch.float32, torch.bfloat16, torch.float16):
         return f"{tensor.dtype} is not one of float32, bfloat16, float16"
     try:
@@ -95,12 +100,13 @@ def obstacle(tensor: torch.Tensor) -> str | None:
     return None if has_triton() else "Triton is not installed"
 
 
-def takes_fast_path(name: str, tensor: torch.Tensor) -> bool:
-    """Whether the part ``name`` runs its fast path on ``tensor`` (an input of it) in the current mode; in
-    ``"fast"`` mode, a ``RuntimeError`` where it cannot run; in ``"auto"`` mode, one log line per reason."""
+def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> bool:
+    """Whether the part ``name``, which has a fast path for the device types ``devices``, runs it on ``tensor`` (an
+    input of it) in the current mode; in ``"fast"`` mode, a ``RuntimeError`` where it cannot run; in ``"auto"`` mode,
+    one log line per reason."""
     if _mode == "exact" or capturing():
         return False
-    reason = obstacle(tensor)
+    reason = obstacle(tensor, devices)
     if reason is None:
         return True
     if _mode == "fast":
@@ -133,7 +139,7 @@ def compiled(function: Callable) -> Callable:
     """``torch.compile(function)`` with dynamic shapes (one compilation for every input length and batch), made
     once per function and kept; it compiles anew for a new guard (another dtype, a padding mask or none)."""
     if function not in _compiled:
-        logger.info("hf_effattn: compiling the CUDA fast path of %s.", function.__qualname__)
+        logger.info("hf_effattn: compiling the fast path of %s.", function.__qualname__)
         _compiled[function] = torch.compile(function, fullgraph=True, dynamic=True)
     return _compiled[function]
 

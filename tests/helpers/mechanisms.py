@@ -68,3 +68,22 @@ def random_batch(lengths: list[int], sides: list[str], length: int, *, dtype=tor
 def mixed_batch(dtype=torch.float64, width: int = HIDDEN):
     """Four sequences in ``N = 10``: full, right-padded, left-padded, a single real token."""
     return random_batch([10, 6, 3, 1], ["right", "right", "left", "left"], 10, dtype=dtype, width=width)
+
+
+def run_in_mode(attention, x: torch.Tensor, mask: torch.Tensor | None, mode: str) -> list[torch.Tensor]:
+    """The context of ``attention`` on ``x``/``mask`` in fast-path ``mode`` (``fast_paths.py``) and its gradients to the
+    input and every parameter, under a fixed upstream gradient."""
+    from hf_effattn.modeling.fast_paths import fast_paths
+
+    x = x.clone().requires_grad_()
+    attention.zero_grad()
+    with fast_paths(mode):
+        output = attention(x, mask).context
+    output.backward(torch.linspace(-1, 1, output.numel(), device=x.device).view_as(output))
+    return [output, x.grad, *(p.grad for p in attention.parameters() if p.grad is not None)]
+
+
+def assert_paths_agree(fast: list[torch.Tensor], exact: list[torch.Tensor]) -> None:
+    """Float32 results of two paths that sum in other orders: each within 1e-5 of the other's norm."""
+    for actual, expected in zip(fast, exact, strict=True):
+        assert torch.linalg.norm(actual - expected) <= 1e-5 * torch.linalg.norm(expected)

@@ -105,7 +105,8 @@ ROWS = {row.name: row for row in [
              mlm_seed=seed)
       for mechanism, (suffix, note, seed) in [("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]),
                                               ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
-                                              ("dba", SEEDS[0]), ("psf", SEEDS[0])]),
+                                              ("dba", SEEDS[0]), ("psf", SEEDS[0]), ("psf", SEEDS[1]),
+                                              ("dba", SEEDS[1])]),
 ]}
 
 
@@ -147,6 +148,15 @@ def kept(kind: str, name: str, again: bool) -> bool:
         return False
     print(f"results/{kind}/{name}.json exists: kept (--again measures it anew)")
     return True
+
+
+def measure_each(kind: str, names: list[str], measure, again: bool) -> None:
+    """``measure(name)`` for each of ``names`` whose result ``kind/name`` is not :func:`kept`, each saved as it ends
+    (a stopped run goes on from the next)."""
+    for name in names:
+        if not kept(kind, name, again):
+            print(f"== {name}", flush=True)
+            write_result(kind, name, measure(name))
 
 
 def mean_and_error(values: list[float]) -> tuple[float, float]:

@@ -19,12 +19,17 @@ and only at the masked ones (``sparse``, ModernBERT's sparse prediction, what ``
 Results: ``results/cost/<length>.json`` (``<length>_no_attention_dropout.json``) and
 ``results/cost/masked_lm_<length>.json``; on CUDA, in bfloat16 or with a larger batch the name says so
 (``2048_cuda_bfloat16_batch8.json``). ``--blocks`` times the rows with aligned blocks instead (the chunked reader
-``local-b512`` and each mechanism as a memory across its blocks), named ``..._blocks.json``.
+``local-b512`` and each mechanism as a memory across its blocks), named ``..._blocks.json``. Every step runs on the
+exact path (``fast_paths("exact")``); ``--fast_paths`` also times each row on its fast path (``"auto"``: on a CPU,
+PSF's factors compiled), ``<row> auto``, in the same rounds (its warm-up step compiles), named
+``..._fast_paths.json``.
 
     python benchmarks/long_documents/cost.py --length 2048 --repeats 3
     python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout
     python benchmarks/long_documents/cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128
     python benchmarks/long_documents/cost.py --length 8192 --repeats 2 --no_attention_dropout --blocks
+    python benchmarks/long_documents/cost.py --length 8192 --repeats 5 --no_attention_dropout --fast_paths \
+        --rows local-b512 psf-b512
     python benchmarks/long_documents/cost.py --length 8192 --dtype bfloat16 --batch_size 2   # on a GPU
 """
 
@@ -116,8 +121,27 @@ def autocast(device, dtype: str):
     return torch.autocast(device.type, dtype=getattr(torch, dtype))
 
 
+def in_mode(step, mode: str):
+    """``step`` run with the fast paths in ``mode`` (``fast_paths.py``)."""
+    from hf_effattn.modeling.fast_paths import fast_paths
+
+    def run():
+        with fast_paths(mode):
+            step()
+
+    return run
+
+
 def subjects(args, attention_dropout: float | None) -> dict:
-    """The training steps to time, by name (``args``: the command line's)."""
+    """The training steps to time, by name (``args``: the command line's), each on the exact path, and with
+    ``--fast_paths`` each also on its fast path (``"<name> auto"``)."""
+    steps = exact_subjects(args, attention_dropout)
+    modes = ["exact", "auto"] if args.fast_paths else ["exact"]
+    return {name + ("" if mode == "exact" else f" {mode}"): in_mode(step, mode)
+            for name, step in steps.items() for mode in modes}
+
+
+def exact_subjects(args, attention_dropout: float | None) -> dict:
     from hf_effattn import EffAttnRobertaForMaskedLM, EffAttnRobertaForSequenceClassification
 
     ids = document_ids(args.length, args.batch_size)
@@ -149,13 +173,15 @@ def measure(args, attention_dropout: float | None) -> dict:
 
 
 def measurement_name(args) -> str:
-    """The result's name: ``[masked_lm_]<length>[_no_attention_dropout][_cuda][_bfloat16][_batch<B>][_blocks]``."""
+    """The result's name: ``[masked_lm_]<length>[_no_attention_dropout][_cuda][_bfloat16][_batch<B>][_blocks]
+    [_fast_paths]``."""
     name = f"masked_lm_{args.length}" if args.masked_lm else str(args.length)
     name += "_no_attention_dropout" if args.no_attention_dropout else ""
     name += "_cuda" if default_device().type == "cuda" else ""
     name += "" if args.dtype == "float32" else f"_{args.dtype}"
     name += f"_batch{args.batch_size}" if args.batch_size > 1 else ""
-    return name + ("_blocks" if args.blocks else "")
+    name += "_blocks" if args.blocks else ""
+    return name + ("_fast_paths" if args.fast_paths else "")
 
 
 def main() -> None:
@@ -174,6 +200,8 @@ def main() -> None:
     parser.add_argument("--batch_size", type=positive_int, default=1, help="the document repeated this many times")
     parser.add_argument("--dtype", choices=("float32", "bfloat16"), default="float32",
                         help="bfloat16: the step under bfloat16 autocast")
+    parser.add_argument("--fast_paths", action="store_true",
+                        help="each row also on its fast path (fast_paths('auto')), in the same rounds")
     parser.add_argument("--again", action="store_true", help="measure anew where this measurement's result exists")
     args = parser.parse_args()
     args.rows = BLOCK_COST_ROWS if args.blocks else args.rows
@@ -186,6 +214,7 @@ def main() -> None:
     write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
                               "attention_dropout": "MiniLM's (0.1)" if dropout is None else dropout,
                               "device": machine_description(default_device()), "dtype": args.dtype, "batch_size": args.batch_size,
+                              "fast_paths": "each row exact and auto" if args.fast_paths else "exact",
                               "steps": results, "what": "one training step: forward, backward, AdamW step"})
     for subject, result in results.items():
         print(f"{subject:28s} {result['step_seconds']:8.2f} s  {result['peak_mib']:8.0f} MiB")

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import argparse
 
-from common import LONG, ROWS, SHORT, default_device, kept, set_threads, write_result
+from common import LONG, ROWS, SHORT, default_device, measure_each, set_threads
 from pretrain import CONTENT, HEAD_FOLDER, folder_of, heldout_windows
 
 KIND = "long_range"
@@ -101,10 +101,7 @@ def main() -> None:
     set_threads(1)
     for name in args.readers:
         reader(name)  # every name checked before the first runs
-    for name in args.readers:
-        if not kept(KIND, name, args.again):
-            print(f"== {name}", flush=True)
-            write_result(KIND, name, measure(name))
+    measure_each(KIND, args.readers, measure, args.again)
 
 
 if __name__ == "__main__":

@@ -173,9 +173,12 @@ def retrieval(documents_matrix, queries) -> dict:
             "queries": len(hits), "hits": hits.tolist()}
 
 
-def measure(name: str, length: int, min_tokens: int = LONG) -> dict:
+def measure(name: str, length: int, min_tokens: int = LONG, adjust=None) -> dict:
     """The reader's probe (at ``LONG``) and retrieval; with ``min_tokens`` below ``LONG``, its probe alone over the
-    documents that long (the retrieval's passages lie past 1,100 tokens)."""
+    documents that long (the retrieval's passages lie past 1,100 tokens). ``adjust(model)``: a context manager that
+    changes the model while it reads (``memory_mass.py``'s)."""
+    import contextlib
+
     import torch
 
     from hf_effattn.hybrid_parts import only_part
@@ -184,7 +187,7 @@ def measure(name: str, length: int, min_tokens: int = LONG) -> dict:
     model, tokenizer = load(chosen, length)
     ids, labels = documents(tokenizer, length, min_tokens)
     started = time.perf_counter()
-    with torch.no_grad(), only_part(model, chosen.part):
+    with torch.no_grad(), only_part(model, chosen.part), (adjust or contextlib.nullcontext)(model):
         document_vectors = torch.stack([embed(model, tokenizer, document, chosen.limit or length, chosen.chunk,
                                               chosen.block) for document in ids])
         query_vectors = torch.stack([embed(model, tokenizer, passage, PASSAGE + 2, None)

@@ -103,6 +103,18 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$longer")
     python represent.py --readers $(readers "$longer" @mlm)
     python represent.py --length 8192 --readers $(readers "$longer" @mlm)
+    # retrieval at 8,192 with each memory off, and Kerformer's memory held at its pretraining's mass
+    at160="kerformer-b512-direct-gate-lr0.1-mlm160 kerformer-b512-direct-gate-lr0.1-mlm160-seed2"
+    at160="$at160 singularformer-b512-direct-gate-lr0.1-mlm160 dba-b512-direct-gate-lr0.1-mlm160"
+    python represent.py --length 8192 --readers $(for row in $at160 psf-b512-direct-gate-lr0.1-mlm160; do
+      echo "$row@mlm-window-alone"; done)
+    python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160 kerformer-b512-direct-gate-lr0.1-mlm160-seed2
+    # second seeds of PSF and DBA at 160 steps (against local-b512-mlm160-seed2)
+    longer="psf-b512-direct-gate-lr0.1-mlm160-seed2 dba-b512-direct-gate-lr0.1-mlm160-seed2"
+    python pretrain.py --rows $longer --stages extend mlm
+    python long_range.py --readers $(readers "$longer")
+    python represent.py --readers $(readers "$longer" @mlm)
+    python represent.py --length 8192 --readers $(readers "$longer" @mlm)
     ;;
   cost)
     python cost.py --length 2048 --repeats 3
@@ -110,6 +122,7 @@ case "${1:-}" in
     python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128 local-w128
     python cost.py --length 8192 --repeats 2 --no_attention_dropout
     python cost.py --length 8192 --repeats 2 --no_attention_dropout --blocks   # the block rows (issue 33)
+    python cost.py --length 8192 --repeats 5 --no_attention_dropout --fast_paths --rows local-b512 psf-b512
     ;;
   gpu)
     rows="sdpa local-w128 local-w128-g1 singularformer kerformer dba psf singularformer-w128 kerformer-w128 dba-w128

@@ -1,6 +1,6 @@
 """The long-document benchmark's own logic (benchmarks/long_documents): cleaning, masking, windows, its rows
-and stages, the readers of documents, the retrieval passages, the far masked words, the paired differences, and the
-measurements kept unless asked again."""
+and stages, the readers of documents, the retrieval passages, the far masked words and the paired differences
+(its costs: test_long_document_costs.py)."""
 
 import sys
 from pathlib import Path
@@ -144,62 +144,6 @@ def test_long_range_differences_are_paired_on_the_same_tokens():
     assert tables.paired_loss(mine, theirs, False) == pytest.approx((0.5, 0.5))  # differences 0, +1
     difference, error = tables.paired_loss(mine, theirs)
     assert difference == pytest.approx(-0.5) and error == pytest.approx((1.0 + 0.25) ** 0.5)
-
-
-def test_a_finished_measurement_is_kept_unless_asked_again(tmp_path, monkeypatch, capsys):
-    import json
-
-    import common
-    import cost
-
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
-    monkeypatch.setattr(cost, "set_threads", lambda threads: None)
-    path = tmp_path / "cost" / "2048.json"
-    path.parent.mkdir()
-    path.write_text('{"steps": {"sdpa": {}}}\n')
-    monkeypatch.setattr(cost, "measure", lambda *args: pytest.fail("measured over a finished result"))
-    monkeypatch.setattr(sys, "argv", ["cost.py", "--length", "2048"])
-    cost.main()
-    assert path.read_text() == '{"steps": {"sdpa": {}}}\n'
-    assert "results/cost/2048.json exists: kept (--again measures it anew)" in capsys.readouterr().out
-    measured = {"sdpa": {"step_seconds": 1.0, "all_seconds": [1.0], "peak_mib": 2.0}}
-    monkeypatch.setattr(cost, "measure", lambda *args: measured)
-    monkeypatch.setattr(sys, "argv", ["cost.py", "--length", "2048", "--again"])
-    cost.main()
-    assert json.loads(path.read_text())["steps"] == measured
-
-
-@pytest.mark.parametrize("device, dtype, batch_size, masked_lm, blocks, expected", [
-    ("cpu", "float32", 1, False, False, "2048"),
-    ("cpu", "float32", 1, True, False, "masked_lm_2048"),
-    ("cuda", "bfloat16", 8, False, False, "2048_cuda_bfloat16_batch8"),
-    ("cpu", "float32", 1, False, True, "2048_blocks"),
-])
-def test_a_cost_is_named_by_where_and_how_it_ran(monkeypatch, device, dtype, batch_size, masked_lm, blocks, expected):
-    import cost
-
-    monkeypatch.setattr(cost, "default_device", lambda: torch.device(device))
-    args = SimpleNamespace(length=2048, masked_lm=masked_lm, no_attention_dropout=False, dtype=dtype,
-                           batch_size=batch_size, blocks=blocks)
-    assert cost.measurement_name(args) == expected
-
-
-def test_a_block_row_is_costed_on_the_row_of_its_architecture(tmp_path, monkeypatch):
-    """A lever of the pretraining (no transfer, the gates' learning rate) has its row's cost: the weights do not
-    change it; the target is the step over the chunked reader's."""
-    import json
-
-    import block_tables
-    import common
-
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
-    (tmp_path / "cost").mkdir()
-    steps = {"local-b512": {"step_seconds": 2.0}, "kerformer-b512": {"step_seconds": 2.5},
-             "psf-b512": {"step_seconds": 8.0}}
-    (tmp_path / "cost" / "8192_no_attention_dropout_blocks.json").write_text(json.dumps({"steps": steps}))
-    assert block_tables.cost_of("kerformer-b512-direct-gate-lr0.1") == "met (1.25 vs 1.5)"
-    assert block_tables.cost_of("psf-b512-direct") == "**missed** (4 vs 1.5)"
-    assert block_tables.cost_of("dba-b512") == "not run"
 
 
 def test_the_steps_lever_pretrains_longer_resumably_against_chunks_pretrained_as_long(tmp_path, monkeypatch):

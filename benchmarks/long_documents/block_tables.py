@@ -17,8 +17,8 @@ from pathlib import Path
 from common import ROWS, figure_and_axes, markdown_table, mean_and_error, read_result, save_figure
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
-import memory_mass
 from gate_start import table as gate_start_table
+import memory_mass
 from tables import STAGE_TITLES, mlm, number, paired_loss, publish, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row

@@ -26,11 +26,11 @@ import argparse
 import math
 from contextlib import contextmanager
 
-from common import LONG, ROWS, measure_each, set_threads
+from common import BLOCK, LONG, ROWS, measure_each, set_threads
 
 KIND = "memory_mass"
 READ_AT = 8192
-HELD = (LONG // 512 - 1) / (READ_AT // 512 - 1)  # other blocks at 2,048 over those at 8,192: 3 / 15
+HELD = (LONG // BLOCK - 1) / (READ_AT // BLOCK - 1)  # other blocks at 2,048 over those at 8,192: 3 / 15
 SHARE_DOCUMENTS = 8
 
 

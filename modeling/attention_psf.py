@@ -55,7 +55,7 @@ from transformers import initialization as init
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention
-from .chord_mixes import ChordShiftMix, circular_rows, compiled_window_mix, cyclic_window_mix
+from .chord_mixes import ChordShiftMix, circular_rows, plain_window_mix, cyclic_window_mix
 from .fast_paths import compiled, run_fast, takes_fast_path
 from .masking import real_lengths, real_positions, token_ranks
 from .position_extension import replace_parameter, tile_blocks
@@ -194,11 +194,11 @@ class PSFAttention(EfficientAttention):
         with one, every factor reads slices of the values in rank order, repeated cyclically over each sequence's
         real length (``ChordWindowMix``): exact for any mask, and an unpadded row costs one extra row copy per
         factor, not K."""
-        offsets = chord_offsets(self.num_links)
         if padding_mask is None:
+            offsets = chord_offsets(self.num_links)
             return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
-        rows = circular_rows(sequence_lengths(values, padding_mask), values.shape[1], max(offsets))
-        return self.in_rank_order(values, weights, padding_mask, lambda v, w: cyclic_window_mix(v, w, rows, offsets))
+        factor = self.cyclic_factor(cyclic_window_mix, values, padding_mask)
+        return self.in_rank_order(values, weights, padding_mask, factor)
 
     def mix_with_kernels(self, values: torch.Tensor, weights: torch.Tensor,
                          padding_mask: torch.Tensor | None) -> torch.Tensor:
@@ -209,12 +209,17 @@ class PSFAttention(EfficientAttention):
         return self.in_rank_order(values, weights, padding_mask, factor)
 
     def mix_compiled(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None):
-        """:meth:`mix` with each factor :func:`compiled_window_mix` compiled (``fast_paths.compiled``: on a CPU,
+        """:meth:`mix` with each factor :func:`plain_window_mix` compiled (``fast_paths.compiled``: on a CPU,
         inductor writes the K links' multiply-adds and their backward as one C++ loop each), in rank order."""
+        factor = self.cyclic_factor(compiled(plain_window_mix), values, padding_mask)
+        return self.in_rank_order(values, weights, padding_mask, factor)
+
+    def cyclic_factor(self, window_mix, values: torch.Tensor, padding_mask: torch.Tensor | None):
+        """``window_mix(values, weights, rows, offsets)`` (:func:`cyclic_window_mix` or its plain twin) as a factor of
+        :meth:`factor_product`, its rows (:func:`circular_rows`) made once for every factor of ``values [B, N, C]``."""
         offsets = chord_offsets(self.num_links)
         rows = circular_rows(sequence_lengths(values, padding_mask), values.shape[1], max(offsets))
-        factor = partial(compiled(compiled_window_mix), rows=rows, offsets=offsets)
-        return self.in_rank_order(values, weights, padding_mask, factor)
+        return partial(window_mix, rows=rows, offsets=offsets)
 
     def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None,
                       factor) -> torch.Tensor:

@@ -7,7 +7,7 @@ A factor mixes each token's K Chord links (Eq. 1 and 3)::
 over values and weights in rank order (the real tokens first). The exact path has two products with hand-written
 backwards, chosen by what the caller passes: :class:`ChordShiftMix` without a padding mask (each link a cyclic shift,
 read in place from two slices) and :class:`ChordWindowMix` with one (the values repeated cyclically over each
-sequence's real length, :func:`circular_rows`, so that every link is again a slice). :func:`compiled_window_mix` is
+sequence's real length, :func:`circular_rows`, so that every link is again a slice). :func:`plain_window_mix` is
 the second in plain operations, the function PSF's fast path on a CPU compiles (``torch.compile`` fuses the K
 multiply-adds, forward and backward, into one loop a factor; CUDA has Triton kernels instead, ``chord_kernels.py``).
 """
@@ -83,7 +83,7 @@ def summed_links(extended: torch.Tensor, weights: torch.Tensor, offsets: list[in
     return sum(extended[:, offset:offset + length] * weights[:, :, k, None] for k, offset in enumerate(offsets))
 
 
-def compiled_window_mix(values, weights, rows, offsets) -> torch.Tensor:
+def plain_window_mix(values, weights, rows, offsets) -> torch.Tensor:
     """:func:`cyclic_window_mix` by :func:`summed_links`, the function the CPU's fast path compiles."""
     return cyclic_window_mix(values, weights, rows, offsets, window_mix=summed_links)
 

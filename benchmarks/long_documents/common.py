@@ -52,6 +52,11 @@ class Row:
         return self.settings.get("local_block")
 
 
+def mlm_steps(row: Row | None, run_steps: int) -> int:
+    """A row's masked-LM steps: its lever's own, else the run's ``run_steps`` (``row`` None: the chunked control)."""
+    return (row and row.mlm_steps) or run_steps
+
+
 def hybrid(mechanism: str, window: int = WINDOW, lever: tuple[str, str] = ("", ""), settings: dict | None = None,
            **budget) -> Row:
     """A mechanism beside a window, with the default window dropout (a share of 0.25 of the transfer steps and 0.1 of

@@ -213,7 +213,8 @@ def main() -> None:
     results = measure(args, dropout)
     write_result(KIND, name, {"length": args.length, "threads": args.threads, "repeats": args.repeats,
                               "attention_dropout": "MiniLM's (0.1)" if dropout is None else dropout,
-                              "device": machine_description(default_device()), "dtype": args.dtype, "batch_size": args.batch_size,
+                              "device": machine_description(default_device()), "dtype": args.dtype,
+                              "batch_size": args.batch_size,
                               "fast_paths": "each row exact and auto" if args.fast_paths else "exact",
                               "steps": results, "what": "one training step: forward, backward, AdamW step"})
     for subject, result in results.items():

@@ -47,8 +47,8 @@ import sys
 import time
 from pathlib import Path
 
-from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, kept, minilm_folder, read_jsonl, \
-    set_threads, write_result
+from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, kept, minilm_folder, mlm_steps, \
+    read_jsonl, set_threads, write_result
 
 KIND = "masked_lm"
 CONTENT = 2040
@@ -244,7 +244,7 @@ def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) 
     """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048; a
     ``row``'s steps, window dropout, framing, seed and lever options; a checkpoint every ``CHECKPOINT_STEPS`` steps,
     the newest continued unless ``args.again``: a stage stopped midway goes on where it stopped."""
-    steps = (row and row.mlm_steps) or args.mlm_steps  # a lever's own, else the run's
+    steps = mlm_steps(row, args.mlm_steps)
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
                "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
                "--max_eval_samples", "2", "--max_seq_length", str(length),
@@ -301,7 +301,7 @@ def run_stage(name: str, stage: str, args) -> None:
     if stage == "transfer":
         result["transfer"] = transfer_summary(folder)
     if stage.startswith("mlm"):
-        result["tokens_trained"] = (row.mlm_steps or args.mlm_steps) * args.mlm_accumulation * args.batch_size * LONG
+        result["tokens_trained"] = mlm_steps(row, args.mlm_steps) * args.mlm_accumulation * args.batch_size * LONG
     length = SHORT if stage == "mlm_512" else LONG
     block = row.block if row.framed and stage != "mlm_512" else None
     write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length, block)})

@@ -193,7 +193,8 @@ def measure(name: str, length: int, min_tokens: int = LONG, adjust=None) -> dict
         query_vectors = torch.stack([embed(model, tokenizer, passage, PASSAGE + 2, None)
                                      for passage in passages(ids, length)]) if min_tokens == LONG else None
     result = {"reader": name, "length": length, "folder": chosen.folder, "limit": chosen.limit,
-              "chunk": chosen.chunk, "part": chosen.part, "framed_block": chosen.block, "encode_seconds": round(time.perf_counter() - started, 1),
+              "chunk": chosen.chunk, "part": chosen.part, "framed_block": chosen.block,
+              "encode_seconds": round(time.perf_counter() - started, 1),
               "threads": 1, "min_tokens": min_tokens}
     if query_vectors is not None:
         result["retrieval"] = retrieval(document_vectors, query_vectors)

@@ -228,8 +228,8 @@ def window_of(row) -> str:
 
 
 def summary_table() -> str:
-    """Each hybrid beside a window against the targets: masked-LM loss within 0.05 nats of `sdpa` after the same pretraining and
-    below the chunks' and the same window's alone; probe within 2 points of `sdpa` at 2,048 and not below the chunks
+    """Each hybrid beside a window against the targets: masked-LM loss within 0.05 nats of `sdpa` after the same
+    pretraining and below the chunks' and the same window's alone; probe within 2 points of `sdpa` at 2,048 and not below the chunks
     or the window; a third of `sdpa`'s step time at 2,048 and a tenth at 8,192."""
     softmax, chunks = mlm("sdpa", "mlm"), mlm("sdpa-512", "mlm_512")
     header = ["hybrid", "MLM loss <= sdpa + 0.05", "MLM loss < chunks'", "MLM loss < window's",

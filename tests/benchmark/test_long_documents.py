@@ -197,6 +197,49 @@ def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_
     assert not (tmp_path / "models" / "local-b512-mlm160-2048-mlm" / "checkpoints").exists()
 
 
+def test_the_memory_over_every_key_remakes_a_row_resumably(tmp_path, monkeypatch):
+    """``memory_span.py``: the row's own budget (steps, the gates' learning rate), the memory over every key while it
+    trains, the pretraining continuing its newest checkpoint, the result under the row's name, the checkpoints gone
+    once it is saved, and the converted model kept for a run that goes on."""
+    import common
+    import memory_span
+
+    import hf_effattn
+    from hf_effattn.finetuning import masked_lm
+    from hf_effattn.modeling.kernel_attention import KernelAttention
+
+    converted, trained = [], []
+
+    def convert(checkpoint, attention, output, **options):
+        converted.append(output)
+        output.mkdir(parents=True)
+
+    def run_mlm(argv):
+        assert KernelAttention.mechanism_outside_window is False  # every key, while it trains
+        trained.append(argv)
+        (Path(argv[argv.index("--output_dir") + 1]) / "checkpoints" / "step_20").mkdir(parents=True, exist_ok=True)
+
+    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", True)  # restored after the test
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(hf_effattn, "convert", convert)
+    monkeypatch.setattr(masked_lm, "main", run_mlm)
+    monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 4.9})
+    row = "kerformer-b512-direct-gate-lr0.1-mlm160"
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
+                             mlm_warmup_steps=8, again=False)
+    memory_span.measure(row, budget)
+    argv, folder = trained[0], tmp_path / "models" / f"{row}-all-keys-2048-mlm"
+    assert converted == [tmp_path / "models" / f"{row}-all-keys-2048-extend"]
+    assert argv[argv.index("--max_train_steps") + 1] == "160"
+    assert argv[argv.index("--mechanism_weight_learning_rate") + 1] == "0.1"
+    assert argv[argv.index("--resume_from_checkpoint") + 1] == "latest" and argv[argv.index("--output_dir") + 1] \
+        == str(folder)
+    assert common.read_result("memory_span", row)["loss"] == 4.9 and not (folder / "checkpoints").exists()
+    memory_span.measure(row, budget)
+    assert len(converted) == 1 and len(trained) == 2  # the conversion kept, the pretraining run again
+
+
 def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, monkeypatch):
     import json
 

@@ -115,6 +115,7 @@ case "${1:-}" in
     python long_range.py --readers $(readers "$longer")
     python represent.py --readers $(readers "$longer" @mlm)
     python represent.py --length 8192 --readers $(readers "$longer" @mlm)
+    python represent.py --length 8192 --readers $(for row in $longer; do echo "$row@mlm-window-alone"; done)
     python memory_span.py --row kerformer-b512-direct-gate-lr0.1-mlm160   # the memory over every key, at 160 steps
     ;;
   cost)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from common import ROWS, figure_and_axes, markdown_table, mean_and_error, read_result, save_figure
+from common import ROWS, figure_and_axes, markdown_table, mean_and_error, pretrained_at, read_result, \
+    save_figure
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
@@ -29,10 +30,12 @@ BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention 
 
 def control_of(name: str) -> str:
     """Row ``name``'s control: the chunks pretrained with its number of masked-LM steps, and for a block row with its
-    seed too (a chunks row of another seed is held against the first seed's: the run-to-run noise)."""
+    seed and at its length too (a chunks row of another seed or length is held against the first seed's at 2,048:
+    the run-to-run noise, and what the length changes)."""
     row = ROWS[name]
     seed = f"-seed{row.mlm_seed}" if row.mlm_seed and row.attention != "local" else ""
-    return CHUNKS + (f"-mlm{row.mlm_steps}" if row.mlm_steps else "") + seed
+    at = pretrained_at(row.length)[0] if row.attention != "local" else ""
+    return CHUNKS + (f"-mlm{row.mlm_steps}" if row.mlm_steps else "") + seed + at
 
 
 def long_range_pair(name: str) -> tuple[dict | None, dict | None]:
@@ -182,13 +185,16 @@ def memory_mass_table() -> str:
             shares = [f"{100 * sum(v) / len(v):.0f} % [{100 * min(v):.0f}-{100 * max(v):.0f}]"
                       for v in result["share"].values()]
             readings = [representation(f"{name}@mlm{part}", 8192) for part in ("", "-window-alone")]
-            held = {"reader": "held", "retrieval": result["retrieval_held"]}
+            held = {"reader": "held", "retrieval": result["retrieval_held"]} if result["retrieval_held"] else None
             body.append([f"`{name}`", *shares, *(share_cell(reading, "retrieval", "recall_at_1", chunks)
-                                                 for reading in [*readings, held]),
+                                                 for reading in readings),
+                         share_cell(held, "retrieval", "recall_at_1", chunks) if held else "- (its pretraining's)",
                          share_cell(chunks, "retrieval", "recall_at_1")])
     return ("A kernelized memory's share of its queries' attention (mean over heads, tokens and 8 documents, per "
-            f"layer) and retrieval at 8,192 with each gate's odds times {memory_mass.HELD:.1f} (`memory_mass.py`); "
-            "in brackets the paired difference from the chunks.\n\n" + markdown_table(header, body))
+            "layer) and retrieval at 8,192 with each gate's odds times the other blocks in its pretraining over those "
+            f"at 8,192 ({memory_mass.held_factor(ROWS[CHUNKS]):.1f} for a row pretrained at 2,048; a row pretrained "
+            "at 8,192 holds its own mass) (`memory_mass.py`); in brackets the paired difference from the chunks."
+            "\n\n" + markdown_table(header, body))
 
 
 def plot(path: Path) -> None:

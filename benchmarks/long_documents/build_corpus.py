@@ -6,8 +6,8 @@ Source
     ``translations/`` and the top-level files are left out.
 
 Install (this script installs nothing; it stops with a one-line error if the sources are missing)
-    apt-get install linux-doc-6.1
-    (or, without root: apt-get download linux-doc-6.1 && dpkg -x linux-doc-6.1_*.deb DIR, then --source
+    apt-get install linux-doc-6.1=6.1.192-2      # the listed release: Debian 12's bookworm-security
+    (or, without root: apt-get download linux-doc-6.1=6.1.192-2 && dpkg -x linux-doc-6.1_*.deb DIR, then --source
     DIR/usr/share/doc/linux-doc-6.1/html/_sources)
 
 Rebuild
@@ -51,7 +51,7 @@ import sys
 from pathlib import Path
 
 SOURCE = Path("/usr/share/doc/linux-doc-6.1/html/_sources")
-INSTALL = "apt-get install linux-doc-6.1"
+INSTALL = "apt-get install linux-doc-6.1=6.1.192-2"  # the release data/documents.csv lists
 OUT = Path(__file__).resolve().parent / "data"
 LIST = OUT / "documents.csv"
 BUILD_RECORD = OUT / "build.json"  # the installed package's version and the documents that differ from the list

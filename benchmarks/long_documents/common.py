@@ -12,6 +12,7 @@ HERE = Path(__file__).resolve().parent
 DATA, RESULTS, MODELS = HERE / "data", HERE / "results", HERE / "models"
 MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
 LONG, SHORT = 2048, 512
+LONGEST = 8192  # the longest reading: retrieval over the documents that long, and the length a lever pretrains at
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
 BLOCK = SHORT  # the aligned blocks of the block rows: the checkpoint's own length
 LONGER_MLM_STEPS = 160  # the "more pretraining" lever: twice the benchmark's 80 masked-LM steps
@@ -41,6 +42,7 @@ class Row:
     direct: bool = False
     mlm_options: tuple[str, ...] = ()
     mlm_seed: int | None = None
+    length: int = LONG
 
     @property
     def hybrid(self) -> bool:
@@ -80,6 +82,26 @@ def blocks(mechanism: str, lever: tuple[str, str] = ("", ""), settings: dict | N
                what=what + (f", {note}" if note else ""), **{"direct": alone, **budget})
 
 
+def pretrained_at(length: int) -> tuple[str, str]:
+    """The name's suffix and the words of a row pretrained at ``length`` (none at ``LONG``)."""
+    return (f"-at{length}", f", pretrained at {length:,} tokens") if length != LONG else ("", "")
+
+
+def longer_blocks(mechanism: str, suffix: str, note: str, seed: int | None, length: int = LONG) -> Row:
+    """The steps lever of a block row (the chunks alone: ``mechanism`` ``local``): ``LONGER_MLM_STEPS`` masked-LM
+    steps with pretraining seed ``seed`` (``suffix`` and ``note`` its name and words), at ``length``; a mechanism's
+    with no transfer and the gates at a learning rate of 0.1."""
+    at, at_words = pretrained_at(length)
+    steps, steps_words = f"-mlm{LONGER_MLM_STEPS}", f"{LONGER_MLM_STEPS} masked-LM steps"
+    if mechanism == "local":
+        return blocks("local", lever=(steps + suffix + at, steps_words + note + at_words), mlm_steps=LONGER_MLM_STEPS,
+                      mlm_seed=seed, length=length)
+    return blocks(mechanism, lever=(f"-direct-gate-lr0.1{steps}{suffix}{at}",
+                                    f"no attention transfer, the gates at 0.1, {steps_words}{note}{at_words}"),
+                  direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"), mlm_steps=LONGER_MLM_STEPS,
+                  mlm_seed=seed, length=length)
+
+
 ROWS = {row.name: row for row in [
     Row("sdpa", "sdpa", what="softmax at 2,048 (copied positions)"),
     *(Row(f"local-w{window}", "local", {"local_window": window}, what=f"a {window}-token window alone")
@@ -102,16 +124,11 @@ ROWS = {row.name: row for row in [
     *(blocks(mechanism, lever=("-direct-gate-lr0.1", "no attention transfer, the gates at a learning rate of 0.1"),
              direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"))
       for mechanism in ("kerformer", "singularformer")),
-    *(blocks("local", lever=(f"-mlm{LONGER_MLM_STEPS}{suffix}", f"{LONGER_MLM_STEPS} masked-LM steps{note}"),
-             mlm_steps=LONGER_MLM_STEPS, mlm_seed=seed) for suffix, note, seed in SEEDS),
-    *(blocks(mechanism, lever=(f"-direct-gate-lr0.1-mlm{LONGER_MLM_STEPS}{suffix}",
-                               f"no attention transfer, the gates at 0.1, {LONGER_MLM_STEPS} masked-LM steps{note}"),
-             direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"), mlm_steps=LONGER_MLM_STEPS,
-             mlm_seed=seed)
-      for mechanism, (suffix, note, seed) in [("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]),
-                                              ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
-                                              ("dba", SEEDS[0]), ("psf", SEEDS[0]), ("psf", SEEDS[1]),
-                                              ("dba", SEEDS[1])]),
+    *(longer_blocks("local", *seed) for seed in SEEDS),
+    *(longer_blocks(mechanism, *seed) for mechanism, seed in [
+        ("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]), ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
+        ("dba", SEEDS[0]), ("psf", SEEDS[0]), ("psf", SEEDS[1]), ("dba", SEEDS[1])]),
+    *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("local", "kerformer", "psf")),
 ]}
 
 

@@ -6,14 +6,15 @@ Beside aligned blocks a kernelized mechanism (Kerformer) shares one normaliser w
 
     share = sigma phi(q).z / ((1 - sigma) + sigma phi(q).z)       z = the sum of the key features outside its block
 
-of its attention, and ``z`` sums over every other block: 3 at 2,048 tokens (the length of the pretraining), 15 at
-8,192, where the models are only extended. For a row pretrained at 2,048 this measures
+of its attention, and ``z`` sums over every other block: 3 at 2,048 tokens, 15 at 8,192, where a row pretrained at
+2,048 is only extended. For a Kerformer block row this measures
 
 * ``share``: each layer's share, the mean over heads and tokens of 8 of the documents that retrieval reads at 8,192,
   read at 2,048 (their first tokens, as in pretraining) and at 8,192;
 * ``retrieval_held``: retrieval at 8,192 (``represent.py``'s) with every gate's odds ``sigma / (1 - sigma)``
-  multiplied by ``HELD`` = 3/15, which holds each query's memory mass, on average, at what the model saw in
-  pretraining (``results/representations/`` has the same measure as trained and with the memory off).
+  multiplied by ``held_factor`` (3/15 for a row pretrained at 2,048), which holds each query's memory mass, on
+  average, at what the model saw in pretraining (``results/representations/`` has the same measure as trained and
+  with the memory off); none for a row pretrained at 8,192, whose mass is its pretraining's.
 
 Result: ``results/memory_mass/<row>.json``.
 
@@ -26,12 +27,17 @@ import argparse
 import math
 from contextlib import contextmanager
 
-from common import BLOCK, LONG, ROWS, measure_each, set_threads
+from common import BLOCK, LONG, LONGEST, ROWS, measure_each, set_threads
 
 KIND = "memory_mass"
-READ_AT = 8192
-HELD = (LONG // BLOCK - 1) / (READ_AT // BLOCK - 1)  # other blocks at 2,048 over those at 8,192: 3 / 15
+READ_AT = LONGEST
 SHARE_DOCUMENTS = 8
+
+
+def held_factor(row) -> float:
+    """The other blocks a query's memory sums over in ``row``'s pretraining over those at ``READ_AT``: 3/15 for a row
+    pretrained at 2,048, 1 for one pretrained at 8,192."""
+    return (row.length // BLOCK - 1) / (READ_AT // BLOCK - 1)
 
 
 @contextmanager
@@ -90,8 +96,10 @@ def measure(row: str) -> dict:
 
     name = f"{row}@mlm"
     shares = {str(length): memory_shares(name, length) for length in (LONG, READ_AT)}
-    held = retrieval_of(name, READ_AT, adjust=lambda model: gate_odds_scaled(model, HELD))["retrieval"]
-    return {"row": row, "held_factor": HELD, "share": shares, "retrieval_held": held}
+    factor = held_factor(ROWS[row])
+    held = retrieval_of(name, READ_AT, adjust=lambda model: gate_odds_scaled(model, factor))["retrieval"] \
+        if factor < 1 else None
+    return {"row": row, "held_factor": factor, "share": shares, "retrieval_held": held}
 
 
 def main() -> None:

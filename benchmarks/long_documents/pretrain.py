@@ -11,19 +11,18 @@ newest checkpoint, saved every 20 steps and removed once the result is saved):
 ``head``
     MiniLM ships without an MLM head, so one is trained first, alone: encoder frozen (SDPA, 512 tokens), on
     ``--head_chunks`` 512-token chunks of ``mlm_train`` (15% masking: 80% [MASK], 10% random, 10% kept), the decoder
-    tied to the frozen word embeddings. Saved as ``models/minilm-mlm-512``; row ``sdpa-512``: its loss at 512 (each
-    512-token chunk predicted from itself: what a user does today at linear cost).
+    tied to the frozen word embeddings. Saved as ``models/minilm-mlm-512``; row ``sdpa-512``: its loss at 512.
 ``mlm_512``
     the chunked control: the same ``run_mlm.py`` pretraining (steps, learning rate, tokens) of the head's folder at
     512 tokens, four blocks of 512 for each block of 2,048; row ``sdpa-512``, evaluated on 512-token chunks.
 ``extend``
-    ``hf-effattn convert`` of the head's folder to the row's attention (and window), ``--max_length 2048``.
+    ``hf-effattn convert`` of the head's folder to the row's attention (and window), ``--max_length`` its length.
 ``transfer``
     the same, with long attention transfer on ``mlm_train`` at 2,048 tokens (``--transfer_steps``; the hybrids with
     their window dropout). Softmax is the teacher: its row has no transfer.
 ``mlm``
-    ``finetune/run_mlm.py`` from the transferred folder (softmax: the extended one), ``--mlm_steps`` steps of
-    ``--mlm_accumulation`` blocks of 2,048 on ``mlm_train`` (the hybrids with their window dropout).
+    ``finetune/run_mlm.py`` from the transferred folder (softmax, a ``direct`` row: the extended one), ``--mlm_steps``
+    steps of ``--mlm_accumulation`` x 2,048 tokens of ``mlm_train`` (the hybrids with their window dropout).
 
 The loss is measured on the same tokens for every row: the first 2,040 word-pieces of each ``mlm_heldout``
 document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 + [SEP]), at 512
@@ -155,6 +154,7 @@ def train_head(args) -> dict:
     from hf_effattn import EffAttnRobertaForMaskedLM
 
     tokenizer = AutoTokenizer.from_pretrained(minilm_folder())
+    torch.manual_seed(HEAD_SEED)  # the new head's initial weights
     model = EffAttnRobertaForMaskedLM.from_pretrained(minilm_folder(), attention_type="sdpa").to(default_device())
     head = [model.lm_head.dense.weight, model.lm_head.dense.bias, model.lm_head.layer_norm.weight,
             model.lm_head.layer_norm.bias, model.lm_head.bias]
@@ -164,8 +164,7 @@ def train_head(args) -> dict:
         pairs = [masked_features(model, *chunk) for chunk in training_chunks(tokenizer, args.head_chunks)]
     features, targets = torch.cat([p[0] for p in pairs]), torch.cat([p[1] for p in pairs])
     encode_seconds = time.perf_counter() - started
-    for parameter in model.parameters():
-        parameter.requires_grad_(False)
+    model.requires_grad_(False)
     for parameter in head:
         parameter.requires_grad_(True)
     optimizer = torch.optim.AdamW(head, lr=args.head_learning_rate, weight_decay=0.0)
@@ -207,26 +206,24 @@ def evaluate_folder(folder: Path, length: int, block: int | None = None) -> dict
     return result
 
 
-def one_thread_env() -> dict:
-    return {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
-
-
 def run_command(command: list[str]) -> float:
     """Run one of the package's commands with one thread; its wall time in seconds."""
     print("$", " ".join(command), flush=True)
     started = time.perf_counter()
-    subprocess.run(command, check=True, env=one_thread_env())
+    subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1",
+                                                "HF_HUB_OFFLINE": "1"})
     return round(time.perf_counter() - started, 1)
 
 
 def folder_of(row: str, stage: str) -> Path:
-    return HEAD_FOLDER if stage == "head" else MODELS / f"{row}-{LONG if stage != 'mlm_512' else SHORT}-{stage}"
+    length = SHORT if stage == "mlm_512" else ROWS[row].length if row in ROWS else LONG
+    return HEAD_FOLDER if stage == "head" else MODELS / f"{row}-{length}-{stage}"
 
 
 def convert_command(row, args, transfer: bool) -> list[str]:
     settings = ["--attention_config", json.dumps(row.settings)] if row.settings else []
     command = [str(Path(sys.executable).parent / "hf-effattn"), "convert", str(HEAD_FOLDER), "--attention_type",
-               row.attention, *settings, "--max_length", str(LONG),
+               row.attention, *settings, "--max_length", str(row.length),
                "--output_dir", str(folder_of(row.name, "transfer" if transfer else "extend"))]
     if row.attention != "sdpa":  # the head folder is one of ours (sdpa): switching its attention is asked for
         command.append("--convert_attention")
@@ -241,15 +238,19 @@ def convert_command(row, args, transfer: bool) -> list[str]:
 
 
 def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) -> list[str]:
-    """``run_mlm.py`` on blocks of ``length`` tokens, as many per step as make ``--batch_size`` blocks of 2,048; a
-    ``row``'s steps, window dropout, framing, seed and lever options; a checkpoint every ``CHECKPOINT_STEPS`` steps,
-    the newest continued unless ``args.again``: a stage stopped midway goes on where it stopped."""
-    steps = mlm_steps(row, args.mlm_steps)
+    """``run_mlm.py`` on blocks of ``length`` tokens, each step the tokens of ``--batch_size`` x ``--mlm_accumulation``
+    blocks of 2,048 (batched, accumulated past 2,048); a ``row``'s steps, window dropout, framing, seed and lever
+    options; a checkpoint every ``CHECKPOINT_STEPS`` steps, the newest continued unless ``args.again``."""
+    steps, batch = mlm_steps(row, args.mlm_steps), max(1, args.batch_size * LONG // length)
+    accumulation, left = divmod(args.batch_size * args.mlm_accumulation * LONG, batch * length)
+    if left or not accumulation:
+        raise SystemExit(f"error: {args.batch_size} x {args.mlm_accumulation} blocks of {LONG} a step do not make "
+                         f"whole blocks of {length}: choose --batch_size / --mlm_accumulation that do")
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
                "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
                "--max_eval_samples", "2", "--max_seq_length", str(length),
-               "--per_device_train_batch_size", str(args.batch_size * LONG // length),
-               "--gradient_accumulation_steps", str(args.mlm_accumulation),
+               "--per_device_train_batch_size", str(batch),
+               "--gradient_accumulation_steps", str(accumulation),
                "--learning_rate", str(args.mlm_learning_rate), "--max_train_steps", str(steps),
                "--num_warmup_steps", str(args.mlm_warmup_steps * steps // args.mlm_steps),
                "--seed", str(MLM_SEED if row is None or row.mlm_seed is None else row.mlm_seed),
@@ -267,7 +268,7 @@ def stage_command(row, stage: str, args) -> list[str]:
     if stage in ("extend", "transfer"):
         return convert_command(row, args, transfer=stage == "transfer")
     source = folder_of(row.name, "transfer" if applies(row, "transfer") else "extend")
-    return mlm_command(source, folder_of(row.name, stage), args, row=row)
+    return mlm_command(source, folder_of(row.name, stage), args, row.length, row)
 
 
 def applies(row, stage: str) -> bool:
@@ -278,11 +279,10 @@ def applies(row, stage: str) -> bool:
 def transfer_summary(folder: Path) -> dict:
     """The transfer report's budget, the last hidden state's cosine to the teacher, and the hybrids' weights."""
     report = json.loads((folder / "attention_transfer.json").read_text())
-    summary = {key: report[key] for key in ("steps", "learning_rate", "hidden_cosine_before", "hidden_cosine_after",
-                                            "window_dropout")}
-    summary["layers"] = [{key: layer.get(key) for key in ("mse_after", "mse_after_window_alone", "mechanism_weight")}
-                         for layer in report["layers"]]
-    return summary
+    keys = ("steps", "learning_rate", "hidden_cosine_before", "hidden_cosine_after", "window_dropout")
+    layers = [{key: layer.get(key) for key in ("mse_after", "mse_after_window_alone", "mechanism_weight")}
+              for layer in report["layers"]]
+    return {**{key: report[key] for key in keys}, "layers": layers}
 
 
 def run_stage(name: str, stage: str, args) -> None:

@@ -117,6 +117,17 @@ case "${1:-}" in
     python represent.py --length 8192 --readers $(readers "$longer" @mlm)
     python represent.py --length 8192 --readers $(for row in $longer; do echo "$row@mlm-window-alone"; done)
     python memory_span.py --row kerformer-b512-direct-gate-lr0.1-mlm160   # the memory over every key, at 160 steps
+    # pretrained at the length they read (8,192, each step as many tokens): Kerformer's memory, whose weight grows
+    # past its pretraining's length, and PSF's blocks, which lose passages at 8,192; against the chunks pretrained so
+    # (PSF's training at 8,192 holds about 13 GB: beside another lane's training on a 24 GB machine it was killed for
+    # memory, and went on from its checkpoint once it ran alone)
+    at8192="local-b512-mlm160-at8192 kerformer-b512-direct-gate-lr0.1-mlm160-at8192"
+    at8192="$at8192 psf-b512-direct-gate-lr0.1-mlm160-at8192"
+    python pretrain.py --rows $at8192 --stages extend mlm
+    python represent.py --length 8192 --readers $(readers "$at8192")
+    python long_range.py --readers $(readers "$at8192")
+    python represent.py --readers $(readers "$at8192" @mlm)
+    python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160-at8192   # its memory's share, as pretrained
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -12,6 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
 
 import memory_mass  # noqa: E402
+from common import ROWS  # noqa: E402
 
 
 def test_a_finished_measurement_is_kept_unless_asked_again(tmp_path, monkeypatch, capsys):
@@ -106,7 +107,9 @@ def test_holding_the_memory_scales_every_gate_s_odds_and_restores_them_after():
     for layer in model:
         nn.init.normal_(layer.window.mechanism_logit)
     logits = [layer.window.mechanism_logit.detach().clone() for layer in model]
-    with memory_mass.gate_odds_scaled(model, memory_mass.HELD):
+    factor = memory_mass.held_factor(ROWS["kerformer-b512-direct-gate-lr0.1-mlm160"])
+    assert memory_mass.held_factor(ROWS["kerformer-b512-direct-gate-lr0.1-mlm160-at8192"]) == 1
+    with memory_mass.gate_odds_scaled(model, factor):
         for layer, logit in zip(model, logits):
             weight, before = layer.window.mechanism_weight().detach(), torch.sigmoid(logit)
             torch.testing.assert_close(weight / (1 - weight), 0.2 * before / (1 - before))

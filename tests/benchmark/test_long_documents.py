@@ -1,6 +1,6 @@
 """The long-document benchmark's own logic (benchmarks/long_documents): cleaning, masking, windows, its rows
 and stages, the readers of documents, the retrieval passages, the far masked words and the paired differences
-(its costs: test_long_document_costs.py)."""
+(its costs: test_long_document_costs.py; its pretraining's budget: test_long_document_pretraining.py)."""
 
 import sys
 from pathlib import Path
@@ -144,100 +144,6 @@ def test_long_range_differences_are_paired_on_the_same_tokens():
     assert tables.paired_loss(mine, theirs, False) == pytest.approx((0.5, 0.5))  # differences 0, +1
     difference, error = tables.paired_loss(mine, theirs)
     assert difference == pytest.approx(-0.5) and error == pytest.approx((1.0 + 0.25) ** 0.5)
-
-
-def test_the_steps_lever_pretrains_longer_resumably_against_chunks_pretrained_as_long(tmp_path, monkeypatch):
-    """A row with more masked-LM steps scales its warm-up, continues its newest checkpoint (unless measured again),
-    and is held against the chunks pretrained with the same steps, not the benchmark's 80."""
-    import json
-
-    import block_tables
-    import common
-
-    lever = "singularformer-b512-direct-gate-lr0.1-mlm160"
-    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
-                             mlm_warmup_steps=8, again=False)
-    command = pretrain.stage_command(ROWS[lever], "mlm", budget)
-    assert command[command.index("--max_train_steps") + 1] == "160"
-    assert command[command.index("--num_warmup_steps") + 1] == "16"
-    assert command[command.index("--resume_from_checkpoint") + 1] == "latest"
-    assert command[command.index("--checkpointing_steps") + 1] == str(pretrain.CHECKPOINT_STEPS)
-    again = pretrain.stage_command(ROWS[lever], "mlm", SimpleNamespace(**{**vars(budget), "again": True}))
-    assert "--resume_from_checkpoint" not in again and "--overwrite_output_dir" in again
-    assert block_tables.control_of(lever) == "local-b512-mlm160" and ROWS["local-b512-mlm160"].mlm_steps == 160
-    assert block_tables.control_of("singularformer-b512-direct-gate-lr0.1") == "local-b512"
-
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
-    for reader, losses in [("local-b512", [1.0, 1.0, 1.2, 1.0]), ("local-b512-mlm160", [2.0, 2.0, 2.2, 2.0]),
-                           (lever, [1.9, 1.8, 2.1, 1.9])]:
-        (tmp_path / "long_range").mkdir(exist_ok=True)
-        (tmp_path / "long_range" / f"{reader}@mlm.json").write_text(json.dumps({"losses": losses}))
-    assert block_tables.below_chunks(lever) == "met (-0.125, 2 s.e. 0.050)"
-
-
-def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_path, monkeypatch):
-    import common
-
-    def train(command):
-        checkpoint = Path(command[command.index("--output_dir") + 1]) / "checkpoints" / "step_20"
-        checkpoint.mkdir(parents=True)
-        assert common.read_result("masked_lm", "local-b512-mlm160_mlm") is None  # nothing saved yet
-        return 1.0
-
-    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
-    monkeypatch.setattr(pretrain, "run_command", train)
-    monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 5.0})
-    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
-                             mlm_warmup_steps=8, again=False)
-    pretrain.run_stage("local-b512-mlm160", "mlm", budget)
-    saved = common.read_result("masked_lm", "local-b512-mlm160_mlm")
-    assert saved["loss"] == 5.0 and saved["tokens_trained"] == 160 * 4 * 2048
-    assert (tmp_path / "models" / "local-b512-mlm160-2048-mlm").is_dir()
-    assert not (tmp_path / "models" / "local-b512-mlm160-2048-mlm" / "checkpoints").exists()
-
-
-def test_the_memory_over_every_key_remakes_a_row_resumably(tmp_path, monkeypatch):
-    """``memory_span.py``: the row's own budget (steps, the gates' learning rate), the memory over every key while it
-    trains, the pretraining continuing its newest checkpoint, the result under the row's name, the checkpoints gone
-    once it is saved, and the converted model kept for a run that goes on."""
-    import common
-    import memory_span
-
-    import hf_effattn
-    from hf_effattn.finetuning import masked_lm
-    from hf_effattn.modeling.kernel_attention import KernelAttention
-
-    converted, trained = [], []
-
-    def convert(checkpoint, attention, output, **options):
-        converted.append(output)
-        output.mkdir(parents=True)
-
-    def run_mlm(argv):
-        assert KernelAttention.mechanism_outside_window is False  # every key, while it trains
-        trained.append(argv)
-        (Path(argv[argv.index("--output_dir") + 1]) / "checkpoints" / "step_20").mkdir(parents=True, exist_ok=True)
-
-    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", True)  # restored after the test
-    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
-    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
-    monkeypatch.setattr(hf_effattn, "convert", convert)
-    monkeypatch.setattr(masked_lm, "main", run_mlm)
-    monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 4.9})
-    row = "kerformer-b512-direct-gate-lr0.1-mlm160"
-    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
-                             mlm_warmup_steps=8, again=False)
-    memory_span.measure(row, budget)
-    argv, folder = trained[0], tmp_path / "models" / f"{row}-all-keys-2048-mlm"
-    assert converted == [tmp_path / "models" / f"{row}-all-keys-2048-extend"]
-    assert argv[argv.index("--max_train_steps") + 1] == "160"
-    assert argv[argv.index("--mechanism_weight_learning_rate") + 1] == "0.1"
-    assert argv[argv.index("--resume_from_checkpoint") + 1] == "latest" and argv[argv.index("--output_dir") + 1] \
-        == str(folder)
-    assert common.read_result("memory_span", row)["loss"] == 4.9 and not (folder / "checkpoints").exists()
-    memory_span.measure(row, budget)
-    assert len(converted) == 1 and len(trained) == 2  # the conversion kept, the pretraining run again
 
 
 def test_the_gpu_costs_are_tabled_relative_to_softmax_on_the_same_gpu(tmp_path, monkeypatch):

@@ -25,7 +25,8 @@ readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for 
 }
 
 [ -f data/probe_extra.jsonl ] || python build_corpus.py > /dev/null   # once: both lanes read it
-python pretrain.py --stages head
+# the MLM head every row starts from: models/ is not committed, so a new checkout trains it again (seeded)
+[ -d models/minilm-mlm-512 ] || python pretrain.py --stages head --again
 case "${1:-}" in
   A)
     python pretrain.py --rows sdpa --stages extend mlm

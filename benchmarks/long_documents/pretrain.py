@@ -237,11 +237,12 @@ def convert_command(row, args, transfer: bool) -> list[str]:
     return command
 
 
-def mlm_command(source: Path, output: Path, args, length: int = LONG, row=None) -> list[str]:
-    """``run_mlm.py`` on blocks of ``length`` tokens, each step the tokens of ``--batch_size`` x ``--mlm_accumulation``
-    blocks of 2,048 (batched, accumulated past 2,048); a ``row``'s steps, window dropout, framing, seed and lever
-    options; a checkpoint every ``CHECKPOINT_STEPS`` steps, the newest continued unless ``args.again``."""
-    steps, batch = mlm_steps(row, args.mlm_steps), max(1, args.batch_size * LONG // length)
+def mlm_command(source: Path, output: Path, args, length: int | None = None, row=None) -> list[str]:
+    """``run_mlm.py`` on blocks of ``length`` tokens (the ``row``'s by default), each step the tokens of
+    ``--batch_size`` x ``--mlm_accumulation`` blocks of 2,048, with a ``row``'s steps, window dropout, framing, seed
+    and lever options; a checkpoint every ``CHECKPOINT_STEPS`` steps, the newest continued unless ``args.again``."""
+    length, steps = length or (row.length if row else LONG), mlm_steps(row, args.mlm_steps)
+    batch = max(1, args.batch_size * LONG // length)
     accumulation, left = divmod(args.batch_size * args.mlm_accumulation * LONG, batch * length)
     if left or not accumulation:
         raise SystemExit(f"error: {args.batch_size} x {args.mlm_accumulation} blocks of {LONG} a step do not make "
@@ -268,7 +269,7 @@ def stage_command(row, stage: str, args) -> list[str]:
     if stage in ("extend", "transfer"):
         return convert_command(row, args, transfer=stage == "transfer")
     source = folder_of(row.name, "transfer" if applies(row, "transfer") else "extend")
-    return mlm_command(source, folder_of(row.name, stage), args, row.length, row)
+    return mlm_command(source, folder_of(row.name, stage), args, row=row)
 
 
 def applies(row, stage: str) -> bool:
@@ -302,8 +303,7 @@ def run_stage(name: str, stage: str, args) -> None:
         result["transfer"] = transfer_summary(folder)
     if stage.startswith("mlm"):
         result["tokens_trained"] = mlm_steps(row, args.mlm_steps) * args.mlm_accumulation * args.batch_size * LONG
-    length = SHORT if stage == "mlm_512" else LONG
-    block = row.block if row.framed and stage != "mlm_512" else None
+    length, block = (SHORT, None) if stage == "mlm_512" else (LONG, row.block if row.framed else None)
     write_result(KIND, f"{result['row']}_{stage}", {**result, **evaluate_folder(folder, length, block)})
     from hf_effattn.finetuning.checkpoints import checkpoint_root
     shutil.rmtree(checkpoint_root(folder), ignore_errors=True)  # the result is saved: the stage will not resume

@@ -125,10 +125,13 @@ ROWS = {row.name: row for row in [
              direct=True, mlm_options=("--mechanism_weight_learning_rate", "0.1"))
       for mechanism in ("kerformer", "singularformer")),
     *(longer_blocks("local", *seed) for seed in SEEDS),
+    blocks("local", lever=(f"-mlm{LONGER_MLM_STEPS}-plain", f"{LONGER_MLM_STEPS} masked-LM steps, [CLS]/[SEP] at the "
+                           "document's ends only"), framed=False, mlm_steps=LONGER_MLM_STEPS),
     *(longer_blocks(mechanism, *seed) for mechanism, seed in [
         ("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]), ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
         ("dba", SEEDS[0]), ("psf", SEEDS[0]), ("psf", SEEDS[1]), ("dba", SEEDS[1])]),
     *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("local", "kerformer", "psf")),
+    *(longer_blocks(mechanism, *SEEDS[1], length=LONGEST) for mechanism in ("local", "kerformer")),
 ]}
 
 

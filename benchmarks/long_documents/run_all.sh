@@ -120,15 +120,24 @@ case "${1:-}" in
     python memory_span.py --row kerformer-b512-direct-gate-lr0.1-mlm160   # the memory over every key, at 160 steps
     # pretrained at the length they read (8,192, each step as many tokens): Kerformer's memory, whose weight grows
     # past its pretraining's length, and PSF's blocks, which lose passages at 8,192; against the chunks pretrained so
-    # (PSF's training at 8,192 holds about 13 GB: beside another lane's training on a 24 GB machine it was killed for
-    # memory, and went on from its checkpoint once it ran alone)
+    # (a training at 8,192 holds about 13 GB for PSF, 10 for Kerformer, 9 for the chunks: on a 24 GB machine PSF's
+    # beside Kerformer's, and Kerformer's beside the chunks' and a training at 2,048, were killed for memory and went
+    # on from their checkpoints)
     at8192="local-b512-mlm160-at8192 kerformer-b512-direct-gate-lr0.1-mlm160-at8192"
     at8192="$at8192 psf-b512-direct-gate-lr0.1-mlm160-at8192"
+    # and second seeds of the chunks and of Kerformer's block hybrid pretrained so
+    at8192="$at8192 local-b512-mlm160-seed2-at8192 kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192"
     python pretrain.py --rows $at8192 --stages extend mlm
     python represent.py --length 8192 --readers $(readers "$at8192")
     python long_range.py --readers $(readers "$at8192")
     python represent.py --readers $(readers "$at8192" @mlm)
-    python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160-at8192   # its memory's share, as pretrained
+    python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160-at8192 \
+        kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192   # their memory's share, as pretrained
+    # the chunks pretrained and read plain ([CLS]/[SEP] at the documents' ends only), against the framed ones
+    python pretrain.py --rows local-b512-mlm160-plain --stages extend mlm
+    python long_range.py --readers local-b512-mlm160-plain@mlm
+    python represent.py --readers local-b512-mlm160-plain@mlm
+    python represent.py --length 8192 --readers local-b512-mlm160-plain@mlm
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -105,6 +105,10 @@ def test_the_length_lever_is_extended_to_and_pretrained_at_8192_against_the_same
     assert block_tables.control_of(name) == "local-b512-mlm160-at8192"  # the chunks pretrained so
     assert block_tables.control_of("local-b512-mlm160-at8192") == "local-b512-mlm160"  # what the length changes
     assert ROWS["local-b512-mlm160-at8192"].length == 8192 and ROWS["local-b512-mlm160-at8192"].mlm_steps == 160
+    seed2 = "kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192"  # its second seed, against the chunks' second
+    assert block_tables.control_of(seed2) == "local-b512-mlm160-seed2-at8192" and ROWS[seed2].length == 8192
+    seeded = pretrain.stage_command(ROWS[seed2], "mlm", budget)
+    assert seeded[seeded.index("--seed") + 1] == "2" and mlm[mlm.index("--seed") + 1] != "2"
 
     measured = []
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")

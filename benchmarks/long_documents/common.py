@@ -131,6 +131,7 @@ ROWS = {row.name: row for row in [
         ("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]), ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
         ("dba", SEEDS[0]), ("psf", SEEDS[0]), ("psf", SEEDS[1]), ("dba", SEEDS[1])]),
     *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("local", "kerformer", "psf")),
+    *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("singularformer", "dba")),
     *(longer_blocks(mechanism, *SEEDS[1], length=LONGEST) for mechanism in ("local", "kerformer")),
 ]}
 

@@ -138,6 +138,12 @@ case "${1:-}" in
     python long_range.py --readers local-b512-mlm160-plain@mlm
     python represent.py --readers local-b512-mlm160-plain@mlm
     python represent.py --length 8192 --readers local-b512-mlm160-plain@mlm
+    # the mixed mechanisms pretrained at 8,192 too (against the chunks pretrained so)
+    at8192="singularformer-b512-direct-gate-lr0.1-mlm160-at8192 dba-b512-direct-gate-lr0.1-mlm160-at8192"
+    python pretrain.py --rows $at8192 --stages extend mlm
+    python represent.py --length 8192 --readers $(readers "$at8192")
+    python long_range.py --readers $(readers "$at8192")
+    python represent.py --readers $(readers "$at8192" @mlm)
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

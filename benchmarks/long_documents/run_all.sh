@@ -140,6 +140,9 @@ case "${1:-}" in
     python represent.py --length 8192 --readers local-b512-mlm160-plain@mlm
     # the mixed mechanisms pretrained at 8,192 too (against the chunks pretrained so)
     at8192="singularformer-b512-direct-gate-lr0.1-mlm160-at8192 dba-b512-direct-gate-lr0.1-mlm160-at8192"
+    # and the chunks and Kerformer's pretrained at 8,192 on shuffled pieces of the documents (pieces.py): long blocks
+    # drawn apart, against the 0.04-0.06 nats that one long block a step cost at 2,048
+    at8192="$at8192 local-b512-mlm160-at8192-pieces2048 kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
     python pretrain.py --rows $at8192 --stages extend mlm
     python represent.py --length 8192 --readers $(readers "$at8192")
     python long_range.py --readers $(readers "$at8192")

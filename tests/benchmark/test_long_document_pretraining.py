@@ -160,3 +160,44 @@ def test_the_memory_over_every_key_remakes_a_row_resumably(tmp_path, monkeypatch
     assert common.read_result("memory_span", row)["loss"] == 4.9 and not (folder / "checkpoints").exists()
     memory_span.measure(row, budget)
     assert len(converted) == 1 and len(trained) == 2  # the conversion kept, the pretraining run again
+
+
+def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(tmp_path, monkeypatch):
+    """Each document is cut at word starts into pieces that join back into it, each of at least ``size`` word-pieces
+    but its last; the pieces of every document are shuffled into one file, built once; a pieces row pretrains on it
+    at 8,192 and is held against the chunks pretrained so."""
+    import json
+
+    import block_tables
+    import common
+    import pieces
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(common.minilm_folder())
+    text = "Interrupt handlers run with interrupts disabled; unbelievably long words are split.\n" * 6
+    cut = pieces.cut_document(text, tokenizer, 8)
+    counts = [len(tokenizer(piece, add_special_tokens=False)["input_ids"]) for piece in cut]
+    assert "".join(cut) == text and len(cut) > 3 and min(counts[:-1]) >= 8
+    assert sum(counts) == len(tokenizer(text, add_special_tokens=False)["input_ids"])  # no word cut in two
+
+    monkeypatch.setattr(common, "DATA", tmp_path)
+    monkeypatch.setattr(pieces, "DATA", tmp_path)
+    documents = [f"Document {number} says: " + "the scheduler picks the next task to run. " * 12 for number in range(4)]
+    (tmp_path / "mlm_train.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in documents))
+    path = pieces.pieces_file(8)
+    built = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    in_order = [piece for document in documents for piece in pieces.cut_document(document, tokenizer, 8)]
+    assert sorted(built) == sorted(in_order) and built != in_order  # every piece, shuffled
+    path.write_text("kept\n")
+    assert pieces.pieces_file(8).read_text() == "kept\n"  # built once, never rebuilt over
+
+    name = "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
+                             mlm_warmup_steps=8, again=False)
+    mlm = pretrain.stage_command(ROWS[name], "mlm", budget)
+    assert mlm[mlm.index("--train_file") + 1] == str(tmp_path / "mlm_train_pieces2048.jsonl")
+    assert mlm[mlm.index("--max_seq_length") + 1] == "8192"
+    plain = pretrain.stage_command(ROWS["kerformer-b512-direct-gate-lr0.1-mlm160-at8192"], "mlm", budget)
+    assert plain[plain.index("--train_file") + 1] == str(tmp_path / "mlm_train.jsonl")
+    assert block_tables.control_of(name) == "local-b512-mlm160-at8192-pieces2048"
+    assert block_tables.control_of("local-b512-mlm160-at8192-pieces2048") == "local-b512-mlm160"

@@ -1,0 +1,54 @@
+"""The pieces lever's training file: ``mlm_train``'s documents cut into pieces of about ``size`` word-pieces, shuffled.
+
+Pretrained at 8,192 tokens on ``mlm_train`` as it is, each masked-LM step reads one block of 8,192 consecutive
+tokens of the concatenated documents: one document or a few (median 3,573 word-pieces), where a step at 2,048 reads
+four blocks drawn apart. A row with ``pieces`` (``common.Row``) is pretrained on this file instead: each document cut
+at word starts into pieces of ``size`` word-pieces or a few more (its last piece what is left), the pieces of every
+document shuffled together (seed ``PIECES_SEED``), so that a block of 8,192 reads pieces of about four documents,
+drawn apart as the four blocks of a step at 2,048 are, while the model still reads 8,192 tokens at once.
+
+    data/mlm_train_pieces<size>.jsonl      built once from data/mlm_train.jsonl, one {"text": ...} a piece
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from common import DATA, minilm_folder, read_jsonl
+
+PIECES_SEED = 20261128
+
+
+def cut_document(text: str, tokenizer, size: int) -> list[str]:
+    """``text`` cut into pieces that join back into it, each beginning at a word's first word-piece once ``size``
+    word-pieces have passed since the last cut (``tokenizer``: a fast one, for its offsets and words)."""
+    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+    words, offsets = encoding.word_ids(), encoding["offset_mapping"]
+    cuts, since = [0], 0
+    for index in range(len(words)):
+        if since >= size and words[index] != words[index - 1]:
+            cuts.append(offsets[index][0])
+            since = 0
+        since += 1
+    return [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
+
+
+def pieces_path(size: int) -> Path:
+    return DATA / f"mlm_train_pieces{size}.jsonl"
+
+
+def pieces_file(size: int) -> Path:
+    """The training file of pieces of ``size`` word-pieces (module docstring), built where it is missing."""
+    path = pieces_path(size)
+    if not path.exists():
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(minilm_folder())
+        pieces = [piece for row in read_jsonl("mlm_train") for piece in cut_document(row["text"], tokenizer, size)]
+        random.Random(PIECES_SEED).shuffle(pieces)
+        building = path.with_suffix(".partial")
+        building.write_text("".join(json.dumps({"text": piece}) + "\n" for piece in pieces), encoding="utf-8")
+        building.replace(path)  # whole or absent: a stopped build leaves no half file behind
+    return path

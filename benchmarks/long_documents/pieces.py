@@ -7,7 +7,7 @@ at word starts into pieces of ``size`` word-pieces or a few more (its last piece
 document shuffled together (seed ``PIECES_SEED``), so that a block of 8,192 reads pieces of about four documents,
 drawn apart as the four blocks of a step at 2,048 are, while the model still reads 8,192 tokens at once.
 
-    data/mlm_train_pieces<size>.jsonl      built once from data/mlm_train.jsonl, one {"text": ...} a piece
+    data/mlm_train_pieces<size>.jsonl      built once from data/mlm_train.jsonl, one row a piece (its document's label)
 """
 
 from __future__ import annotations
@@ -46,9 +46,10 @@ def pieces_file(size: int) -> Path:
         from transformers import AutoTokenizer
 
         tokenizer = AutoTokenizer.from_pretrained(minilm_folder())
-        pieces = [piece for row in read_jsonl("mlm_train") for piece in cut_document(row["text"], tokenizer, size)]
+        pieces = [{**row, "text": piece} for row in read_jsonl("mlm_train")  # each row's other columns kept, so
+                  for piece in cut_document(row["text"], tokenizer, size)]     # that it loads beside mlm_heldout
         random.Random(PIECES_SEED).shuffle(pieces)
         building = path.with_suffix(".partial")
-        building.write_text("".join(json.dumps({"text": piece}) + "\n" for piece in pieces), encoding="utf-8")
+        building.write_text("".join(json.dumps(piece) + "\n" for piece in pieces), encoding="utf-8")
         building.replace(path)  # whole or absent: a stopped build leaves no half file behind
     return path

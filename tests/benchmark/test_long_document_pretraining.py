@@ -183,9 +183,12 @@ def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(
     monkeypatch.setattr(common, "DATA", tmp_path)
     monkeypatch.setattr(pieces, "DATA", tmp_path)
     documents = [f"Document {number} says: " + "the scheduler picks the next task to run. " * 12 for number in range(4)]
-    (tmp_path / "mlm_train.jsonl").write_text("".join(json.dumps({"text": text}) + "\n" for text in documents))
+    rows = [{"text": text, "label": "scheduler"} for text in documents]  # mlm_train's schema, as mlm_heldout's
+    (tmp_path / "mlm_train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))
     path = pieces.pieces_file(8)
-    built = [json.loads(line)["text"] for line in path.read_text().splitlines()]
+    built_rows = [json.loads(line) for line in path.read_text().splitlines()]
+    assert {tuple(row) for row in built_rows} == {("text", "label")}  # its columns, so that both files load together
+    built = [row["text"] for row in built_rows]
     in_order = [piece for document in documents for piece in pieces.cut_document(document, tokenizer, 8)]
     assert sorted(built) == sorted(in_order) and built != in_order  # every piece, shuffled
     path.write_text("kept\n")

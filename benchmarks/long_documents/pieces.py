@@ -35,13 +35,9 @@ def cut_document(text: str, tokenizer, size: int) -> list[str]:
     return [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
 
 
-def pieces_path(size: int) -> Path:
-    return DATA / f"mlm_train_pieces{size}.jsonl"
-
-
 def pieces_file(size: int) -> Path:
     """The training file of pieces of ``size`` word-pieces (module docstring), built where it is missing."""
-    path = pieces_path(size)
+    path = DATA / f"mlm_train_pieces{size}.jsonl"
     if not path.exists():
         from transformers import AutoTokenizer
 

@@ -24,6 +24,14 @@ readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for 
   done
 }
 
+pretrain_and_read() {  # the rows of $1 extended and pretrained straight away, then read: at 8,192, far and near words,
+  # and at 2,048 (each result kept where it exists)
+  python pretrain.py --rows $1 --stages extend mlm
+  python represent.py --length 8192 --readers $(readers "$1")
+  python long_range.py --readers $(readers "$1")
+  python represent.py --readers $(readers "$1" @mlm)
+}
+
 [ -f data/probe_extra.jsonl ] || python build_corpus.py > /dev/null   # once: both lanes read it
 # the MLM head every row starts from: models/ is not committed, so a new checkout trains it again (seeded)
 [ -d models/minilm-mlm-512 ] || python pretrain.py --stages head --again
@@ -127,26 +135,17 @@ case "${1:-}" in
     at8192="$at8192 psf-b512-direct-gate-lr0.1-mlm160-at8192"
     # and second seeds of the chunks and of Kerformer's block hybrid pretrained so
     at8192="$at8192 local-b512-mlm160-seed2-at8192 kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192"
-    python pretrain.py --rows $at8192 --stages extend mlm
-    python represent.py --length 8192 --readers $(readers "$at8192")
-    python long_range.py --readers $(readers "$at8192")
-    python represent.py --readers $(readers "$at8192" @mlm)
+    pretrain_and_read "$at8192"
     python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160-at8192 \
         kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192   # their memory's share, as pretrained
     # the chunks pretrained and read plain ([CLS]/[SEP] at the documents' ends only), against the framed ones
-    python pretrain.py --rows local-b512-mlm160-plain --stages extend mlm
-    python long_range.py --readers local-b512-mlm160-plain@mlm
-    python represent.py --readers local-b512-mlm160-plain@mlm
-    python represent.py --length 8192 --readers local-b512-mlm160-plain@mlm
+    pretrain_and_read local-b512-mlm160-plain
     # the mixed mechanisms pretrained at 8,192 too (against the chunks pretrained so)
     at8192="singularformer-b512-direct-gate-lr0.1-mlm160-at8192 dba-b512-direct-gate-lr0.1-mlm160-at8192"
     # and the chunks and Kerformer's pretrained at 8,192 on shuffled pieces of the documents (pieces.py): long blocks
     # drawn apart, against the 0.04-0.06 nats that one long block a step cost at 2,048
     at8192="$at8192 local-b512-mlm160-at8192-pieces2048 kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
-    python pretrain.py --rows $at8192 --stages extend mlm
-    python represent.py --length 8192 --readers $(readers "$at8192")
-    python long_range.py --readers $(readers "$at8192")
-    python represent.py --readers $(readers "$at8192" @mlm)
+    pretrain_and_read "$at8192"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -233,12 +233,13 @@ def save_figure(figure, axes, path: Path) -> None:
     figure.savefig(path, dpi=120)
 
 
-def publish(name: str, text: str, plot) -> None:
+def publish(name: str, text: str, plot=None) -> None:
     """Write ``results/<name>.md`` and, with ``plot(path)``, ``results/<name>.png``; print the table."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / f"{name}.md").write_text(text + "\n")
-    plot(RESULTS / f"{name}.png")
-    print(text)
+    if plot:
+        plot(RESULTS / f"{name}.png")
+    print(text + "\n")
 
 
 def default_device():

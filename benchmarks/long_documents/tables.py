@@ -14,7 +14,7 @@ import math
 from pathlib import Path
 
 from build_corpus import PROBE_MIN_TOKENS
-from common import LONG, RESULTS, ROWS, figure_and_axes, markdown_table, mean_and_error, read_result, \
+from common import LONG, RESULTS, ROWS, figure_and_axes, markdown_table, mean_and_error, publish, read_result, \
     save_figure
 from cost_tables import GPU_COSTS, NO_DROPOUT, cost_ratio, cost_table
 from pretrain import applies
@@ -263,10 +263,9 @@ def summary_table() -> str:
 
 def finetuned_table() -> str:
     """Fine-tuning accuracy per model (``run_classification.py``, a GPU measurement), mean ± s.e. over seeds."""
-    from common import RESULTS as folder
-
     runs = {}
-    for path in sorted((folder / "classification").glob("*.json")) if (folder / "classification").is_dir() else []:
+    folder = RESULTS / "classification"
+    for path in sorted(folder.glob("*.json")) if folder.is_dir() else []:
         result = read_result("classification", path.stem)
         runs.setdefault(f"{result['model']} at {result['length']:,}", []).append(100 * result["test"]["accuracy"])
     if not runs:
@@ -274,14 +273,6 @@ def finetuned_table() -> str:
     rows = [[f"`{name}`", f"{mean_and_error(values)[0]:.1f} ± {mean_and_error(values)[1]:.1f} ({len(values)})"]
             for name, values in runs.items()]
     return markdown_table(["model", "test accuracy, % (mean ± s.e., seeds)"], rows)
-
-
-def publish(name: str, text: str, plot=None) -> None:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.md").write_text(text + "\n")
-    if plot:
-        plot(RESULTS / f"{name}.png")
-    print(text + "\n")
 
 
 def main() -> None:

@@ -204,3 +204,25 @@ def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(
     assert plain[plain.index("--train_file") + 1] == str(tmp_path / "mlm_train.jsonl")
     assert block_tables.control_of(name) == "local-b512-mlm160-at8192-pieces2048"
     assert block_tables.control_of("local-b512-mlm160-at8192-pieces2048") == "local-b512-mlm160"
+
+
+def test_the_block_tables_leave_out_what_no_stage_measured_and_name_the_rows_not_run(tmp_path, monkeypatch):
+    """A row whose cells all read "not run" (or "-") is left out of a block table, a cell every row fills (the cost of
+    its architecture) does not count as a measurement, and the rows no stage has run are named above the tables."""
+    import json
+
+    import block_tables
+    import common
+
+    body = [["`a`", "not run", "-", "met (1.08 vs 1.5)"], ["`b`", "4.931", "not run", "met (1.08 vs 1.5)"]]
+    assert block_tables.measured(body) == body
+    assert block_tables.measured(body, always=1) == [body[1]]
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    (tmp_path / "masked_lm").mkdir()
+    for name in [*block_tables.CHUNK_ROWS, *block_tables.BLOCK_ROWS][1:]:
+        (tmp_path / "masked_lm" / f"{name}_extend.json").write_text(json.dumps({"loss": 6.3}))
+    assert block_tables.CHUNK_ROWS[0] == block_tables.CHUNKS
+    expected = f"Defined in `common.py`, not run yet (left out of the tables): `{block_tables.CHUNKS}`."
+    assert block_tables.not_run() == expected
+    assert f"| `{block_tables.CHUNKS}`:" not in block_tables.masked_lm_table()
+    assert "| `local-b512-plain`:" in block_tables.masked_lm_table()

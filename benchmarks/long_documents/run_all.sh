@@ -146,6 +146,11 @@ case "${1:-}" in
     # drawn apart, against the 0.04-0.06 nats that one long block a step cost at 2,048
     at8192="$at8192 local-b512-mlm160-at8192-pieces2048 kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
     pretrain_and_read "$at8192"
+    # and their second seeds, on the same pieces; then the memory's share as pretrained on pieces
+    seed2="local-b512-mlm160-seed2-at8192-pieces2048 kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048"
+    pretrain_and_read "$seed2"
+    python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048 \
+        kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -204,6 +204,11 @@ def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(
     assert plain[plain.index("--train_file") + 1] == str(tmp_path / "mlm_train.jsonl")
     assert block_tables.control_of(name) == "local-b512-mlm160-at8192-pieces2048"
     assert block_tables.control_of("local-b512-mlm160-at8192-pieces2048") == "local-b512-mlm160"
+    seed2 = "kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048"  # its second seed, against the chunks'
+    assert block_tables.control_of(seed2) == "local-b512-mlm160-seed2-at8192-pieces2048" and ROWS[seed2].mlm_seed == 2
+    again = pretrain.stage_command(ROWS[seed2], "mlm", budget)  # the same pieces, another seed
+    assert again[again.index("--train_file") + 1] == str(tmp_path / "mlm_train_pieces2048.jsonl")
+    assert again[again.index("--seed") + 1] == "2" and mlm[mlm.index("--seed") + 1] != "2"
 
 
 def test_the_block_tables_leave_out_what_no_stage_measured_and_name_the_rows_not_run(tmp_path, monkeypatch):

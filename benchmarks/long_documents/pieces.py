@@ -5,7 +5,9 @@ tokens of the concatenated documents: one document or a few (median 3,573 word-p
 four blocks drawn apart. A row with ``pieces`` (``common.Row``) is pretrained on this file instead: each document cut
 at word starts into pieces of ``size`` word-pieces or a few more (its last piece what is left), the pieces of every
 document shuffled together (seed ``PIECES_SEED``), so that a block of 8,192 reads pieces of about four documents,
-drawn apart as the four blocks of a step at 2,048 are, while the model still reads 8,192 tokens at once.
+drawn apart as the four blocks of a step at 2,048 are, while the model still reads 8,192 tokens at once. (Users get
+the same from ``run_mlm.py --shuffled_pieces 2048``, shuffled with the run's seed; the benchmark keeps its own file,
+the one it measured.)
 
     data/mlm_train_pieces<size>.jsonl      built once from data/mlm_train.jsonl, one row a piece (its document's label)
 """
@@ -17,22 +19,9 @@ import random
 from pathlib import Path
 
 from common import DATA, minilm_folder, read_jsonl
+from hf_effattn.finetuning.text_pieces import cut_at_word_starts
 
 PIECES_SEED = 20261128
-
-
-def cut_document(text: str, tokenizer, size: int) -> list[str]:
-    """``text`` cut into pieces that join back into it, each beginning at a word's first word-piece once ``size``
-    word-pieces have passed since the last cut (``tokenizer``: a fast one, for its offsets and words)."""
-    encoding = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
-    words, offsets = encoding.word_ids(), encoding["offset_mapping"]
-    cuts, since = [0], 0
-    for index in range(len(words)):
-        if since >= size and words[index] != words[index - 1]:
-            cuts.append(offsets[index][0])
-            since = 0
-        since += 1
-    return [text[start:end] for start, end in zip(cuts, cuts[1:] + [len(text)])]
 
 
 def pieces_file(size: int) -> Path:
@@ -43,7 +32,7 @@ def pieces_file(size: int) -> Path:
 
         tokenizer = AutoTokenizer.from_pretrained(minilm_folder())
         pieces = [{**row, "text": piece} for row in read_jsonl("mlm_train")  # each row's other columns kept, so
-                  for piece in cut_document(row["text"], tokenizer, size)]     # that it loads beside mlm_heldout
+                  for piece in cut_at_word_starts(row["text"], tokenizer, size)]  # that it loads beside mlm_heldout
         random.Random(PIECES_SEED).shuffle(pieces)
         building = path.with_suffix(".partial")
         building.write_text("".join(json.dumps(piece) + "\n" for piece in pieces), encoding="utf-8")

@@ -116,6 +116,21 @@ def check_options(args: argparse.Namespace) -> None:
     check_against_model(args, config)
     check_sequence_length(args, config.attention_max_length)
     check_block_special_tokens(args, config.attention_config.get("local_block"))
+    check_shuffled_pieces(args)
+
+
+def check_shuffled_pieces(args: argparse.Namespace) -> None:
+    """``--shuffled_pieces`` cuts texts that are then concatenated into blocks: refused with ``--line_by_line`` and
+    at ``--max_seq_length`` or above (each block would read one piece)."""
+    if not args.shuffled_pieces:
+        return
+    if args.line_by_line:
+        raise ValueError("--shuffled_pieces cuts texts that are concatenated into blocks; --line_by_line reads each "
+                         "text alone: drop one of them.")
+    if args.shuffled_pieces >= args.max_seq_length:
+        raise ValueError(f"--shuffled_pieces {args.shuffled_pieces} is not below --max_seq_length "
+                         f"{args.max_seq_length}: each block would read one piece. Give a piece a fraction of the "
+                         f"block (e.g. --shuffled_pieces {max(1, args.max_seq_length // 4)}), or drop the option.")
 
 
 def check_block_special_tokens(args: argparse.Namespace, block: int | None) -> None:

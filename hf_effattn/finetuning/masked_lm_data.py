@@ -43,6 +43,7 @@ from .data import (
     split_source,
 )
 from .metrics import MetricSpec
+from .text_pieces import shuffled_pieces
 
 TEXT_FILE_LOADERS = {**FILE_LOADERS, ".txt": "text"}
 DEFAULT_TEXT_COLUMN = "text"
@@ -69,6 +70,10 @@ def add_masked_lm_data_arguments(parser: argparse.ArgumentParser) -> None:
                        help="With a model of aligned blocks (--local_block S): lay each example out with [CLS] and "
                             "[SEP] at every block's edges, as the checkpoint read its chunks (documents separated by "
                             "[SEP]), instead of at each document's ends only.")
+    group.add_argument("--shuffled_pieces", type=positive_int, default=None, metavar="TOKENS",
+                       help="Cut each training text at word starts into pieces of this many tokens and shuffle them "
+                            "(with --seed) before the blocks are cut, so that a long block reads pieces of several "
+                            "texts drawn apart (e.g. 2048 with --max_seq_length 8192); below --max_seq_length.")
     group.add_argument("--mlm_probability", type=probability, default=0.15,
                        help="The fraction of tokens masked and predicted (default 0.15, as BERT).")
 
@@ -222,6 +227,8 @@ def prepare_masked_lm_data(args: argparse.Namespace, tokenizer) -> PreparedData:
     def examples(split: str, count: int | None, kind: type[MaskedExamples] = MaskedExamples) -> MaskedExamples:
         source = split_source(args, split, dataset_id)
         texts = nonblank_texts(raw[split], text_column(raw[split], column, source), source)
+        if split == "train" and args.shuffled_pieces:
+            texts = shuffled_pieces(texts, column, tokenizer, args.shuffled_pieces, args.seed, source)
         return kind(limit_samples(tokenize_split(texts, tokenizer, column, args, source), count), masker, args.seed)
 
     return PreparedData(

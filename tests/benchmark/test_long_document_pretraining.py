@@ -175,7 +175,7 @@ def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(
 
     tokenizer = AutoTokenizer.from_pretrained(common.minilm_folder())
     text = "Interrupt handlers run with interrupts disabled; unbelievably long words are split.\n" * 6
-    cut = pieces.cut_document(text, tokenizer, 8)
+    cut = pieces.cut_at_word_starts(text, tokenizer, 8)
     counts = [len(tokenizer(piece, add_special_tokens=False)["input_ids"]) for piece in cut]
     assert "".join(cut) == text and len(cut) > 3 and min(counts[:-1]) >= 8
     assert sum(counts) == len(tokenizer(text, add_special_tokens=False)["input_ids"])  # no word cut in two
@@ -189,7 +189,7 @@ def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(
     built_rows = [json.loads(line) for line in path.read_text().splitlines()]
     assert {tuple(row) for row in built_rows} == {("text", "label")}  # its columns, so that both files load together
     built = [row["text"] for row in built_rows]
-    in_order = [piece for document in documents for piece in pieces.cut_document(document, tokenizer, 8)]
+    in_order = [piece for document in documents for piece in pieces.cut_at_word_starts(document, tokenizer, 8)]
     assert sorted(built) == sorted(in_order) and built != in_order  # every piece, shuffled
     path.write_text("kept\n")
     assert pieces.pieces_file(8).read_text() == "kept\n"  # built once, never rebuilt over

@@ -5,9 +5,10 @@ reads one long document or a few neighbours, where four blocks of 2,048 a step r
 the long-document benchmark that layout, not the length, cost a model pretrained at 8,192 0.04-0.06 nats of
 masked-LM loss at 2,048 (the chunked reader's and Kerformer's block hybrid's alike); pretrained on shuffled pieces of
 2,048 tokens, so that each block of 8,192 read pieces of about four documents, the same models ended below the
-chunks pretrained at 2,048 (``docs/local-blocks.md``). ``run_mlm.py --shuffled_pieces 2048`` does it to the training texts: each text cut at
-word starts into pieces of ``size`` tokens or a few more (its last piece what is left), every piece a text of its
-own, the pieces of all texts shuffled with the run's seed, then grouped into blocks as any texts are.
+chunks pretrained at 2,048 (``docs/local-blocks.md``). ``run_mlm.py --shuffled_pieces 2048`` does it to the training
+texts: each text cut at word starts into pieces of ``size`` tokens or a few more (its last piece what is left), every
+piece a text of its own, the pieces of all texts shuffled with the run's seed, then grouped into blocks as any texts
+are.
 """
 
 from __future__ import annotations

@@ -140,8 +140,8 @@ ROWS = {row.name: row for row in [
     *(longer_blocks(mechanism, *seed) for mechanism, seed in [
         ("singularformer", SEEDS[0]), ("singularformer", SEEDS[1]), ("kerformer", SEEDS[0]), ("kerformer", SEEDS[1]),
         ("dba", SEEDS[0]), ("psf", SEEDS[0]), ("psf", SEEDS[1]), ("dba", SEEDS[1])]),
-    *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("local", "kerformer", "psf")),
-    *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST) for mechanism in ("singularformer", "dba")),
+    *(longer_blocks(mechanism, *SEEDS[0], length=LONGEST)
+      for mechanism in ("local", "kerformer", "psf", "singularformer", "dba")),
     *(longer_blocks(mechanism, *SEEDS[1], length=LONGEST) for mechanism in ("local", "kerformer")),
     *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
       for seed in SEEDS for mechanism in ("local", "kerformer")),

@@ -41,8 +41,8 @@ from .publishing import publish_folder, repository_name, save_model_folder
 logger = logging.getLogger(__name__)
 
 # Options of some scripts that a model card reports when they are set.
-TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "mlm_probability", "new_mlm_head",
-                 "train_head_only", "gradient_checkpointing")
+TASK_SETTINGS = ("max_length", "max_seq_length", "line_by_line", "block_special_tokens", "shuffled_pieces",
+                 "mlm_probability", "new_mlm_head", "train_head_only", "window_dropout", "gradient_checkpointing")
 HUB_OR_LOCAL_OPTIONS = {"model_name_or_path": "Checkpoint", "tokenizer_name": "Tokenizer",
                         "image_processor_name": "Image processor", "dataset_name": "Dataset"}
 
@@ -249,7 +249,8 @@ def finetune(args, accelerator, model, data, processor, kind: CardKind, folder: 
 
 
 def hyperparameters(args, accelerator, outcome: TrainingOutcome, model) -> dict:
-    """The training settings a model card reports (the gates' own learning rate where ``model`` has gates)."""
+    """The training settings a model card reports: the data's layout where it was set (framed blocks, shuffled
+    pieces), and the gates' own learning rate where ``model`` has gates."""
     settings = {
         "learning_rate": args.learning_rate,
         "weight_decay": args.weight_decay,

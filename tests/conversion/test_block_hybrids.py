@@ -67,6 +67,8 @@ def test_masked_lm_pretraining_moves_the_gates_at_their_own_rate_only(tmp_path):
         assert (new.attention.self.query.weight - old.attention.self.query.weight).abs().max() < 1e-5
     card = (tmp_path / "run" / "README.md").read_text()
     assert "mechanism_weight_learning_rate" in card and "## Aligned blocks" in card
+    assert "| `block_special_tokens` | True |" in card  # and how to frame inputs so:
+    assert f"tokenize_in_blocks(processor, texts, block={OWN_LENGTH}," in card
 
 
 @pytest.mark.parametrize("options, message", [

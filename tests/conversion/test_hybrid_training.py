@@ -110,6 +110,7 @@ def test_masked_lm_pretraining_trains_the_hybrid_with_window_dropout(source, tmp
     assert mechanism_weights(saved) != [[0.5, 0.5, 0.5, 0.5]] * 2  # the weights trained
     card = (tmp_path / "run" / "README.md").read_text()
     assert "## Local window" in card and "the two outputs mixed per head" in card
+    assert "| `window_dropout` | 0.5 |" in card
 
 
 def convert_refusal(capsys, tmp_path, source, *options) -> str:

@@ -54,15 +54,18 @@ def test_card_metadata_for_hub_datasets_and_checkpoints():
 @pytest.mark.parametrize("framed", [True, False])
 def test_a_card_tells_to_frame_long_inputs_in_blocks_only_where_the_model_was_pretrained_so(framed):
     from hf_effattn.finetuning.masked_lm import MASKED_LM
+    from hf_effattn.sentence_transformers_folder import SentenceEmbedding
 
     settings = {"max_seq_length": 2048, "shuffled_pieces": 512, **({"block_special_tokens": True} if framed else {})}
-    text = render_model_card(card_content(kind=MASKED_LM, attention_type="local", attention_config={"local_block": 512},
-                                          dataset_id="documents.txt", dataset_config=None, results={},
-                                          hyperparameters=settings, best=None)).text
+    text = render_model_card(card_content(
+        kind=MASKED_LM, attention_type="local", attention_config={"local_block": 512}, dataset_id="documents.txt",
+        dataset_config=None, results={}, hyperparameters=settings, best=None,
+        sentence_embedding=SentenceEmbedding(("Transformer", "Pooling"), "mean", False, 2048))).text
     assert "| `shuffled_pieces` | 512 |" in text
     assert ("### Long inputs, framed in blocks" in text) is framed
     assert ("tokenize_in_blocks(processor, texts, block=512, max_length=processor.model_max_length" in text) is framed
     assert ("its `[SEP]` after\nevery 510 tokens" in text) is framed
+    assert ("pass the `tokenize_in_blocks`\nencoding above to the model" in text) is framed  # sentence embeddings too
 
 
 def test_card_body_names_the_mechanism_results_settings_and_loading():

@@ -145,7 +145,8 @@ ROWS = {row.name: row for row in [
     *(longer_blocks(mechanism, *SEEDS[1], length=LONGEST) for mechanism in ("local", "kerformer")),
     *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
       for seed in SEEDS for mechanism in ("local", "kerformer")),
-    *(in_pieces(longer_blocks(mechanism, *SEEDS[0], length=LONGEST)) for mechanism in ("singularformer", "dba")),
+    *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
+      for seed in SEEDS for mechanism in ("singularformer", "dba")),
 ]}
 
 

@@ -151,6 +151,11 @@ case "${1:-}" in
     pretrain_and_read "$seed2"
     python memory_mass.py --rows kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048 \
         kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
+    # the mixed mechanisms on the same pieces (against the chunks pretrained on them), then their second seeds
+    pretrain_and_read "singularformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048
+                       dba-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
+    pretrain_and_read "singularformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
+                       dba-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -144,9 +144,8 @@ ROWS = {row.name: row for row in [
       for mechanism in ("local", "kerformer", "psf", "singularformer", "dba")),
     *(longer_blocks(mechanism, *SEEDS[1], length=LONGEST) for mechanism in ("local", "kerformer")),
     *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
-      for seed in SEEDS for mechanism in ("local", "kerformer")),
-    *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
-      for seed in SEEDS for mechanism in ("singularformer", "dba")),
+      for mechanisms in (("local", "kerformer"), ("singularformer", "dba")) for seed in SEEDS
+      for mechanism in mechanisms),
 ]}
 
 

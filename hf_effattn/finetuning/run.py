@@ -249,8 +249,8 @@ def finetune(args, accelerator, model, data, processor, kind: CardKind, folder: 
 
 
 def hyperparameters(args, accelerator, outcome: TrainingOutcome, model) -> dict:
-    """The training settings a model card reports: the data's layout where it was set (framed blocks, shuffled
-    pieces), and the gates' own learning rate where ``model`` has gates."""
+    """The training settings a model card reports: the data's layout and the window dropout where they were set,
+    and the gates' own learning rate where ``model`` has gates."""
     settings = {
         "learning_rate": args.learning_rate,
         "weight_decay": args.weight_decay,

@@ -39,6 +39,10 @@ class KernelAttention(EfficientAttention):
     # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
     # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
+    # Beside a local part the mechanism's terms share its normaliser (above); False mixes the mechanism's own
+    # normalised output per head as the other mechanisms do, ``(1 - sigma) local + sigma mechanism``
+    # (``EfficientAttention.attend_with_window``): a lever of benchmarks/long_documents/kernel_memory.py.
+    memory_shares_normaliser: bool = True
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
         """``phi(Q) [B, h, N, F]`` and ``varphi(K) [B, h, N, F]`` (zero at pads) from the projections ``[B, h, N,
@@ -76,7 +80,7 @@ class KernelAttention(EfficientAttention):
                            output_attentions=False) -> AttentionOutput:
         """The exact local part (the window or the aligned blocks) and the mechanism under one normaliser: the local
         part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token."""
-        if self.parts == "window":
+        if self.parts == "window" or not self.memory_shares_normaliser:
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)
         query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))

@@ -2,8 +2,8 @@
 """The block rows' tables: each seed's mechanism as a memory across blocks of 512 (issue 33), against the chunked
 reader in the same code and framing (``local-b512``, the blocks alone), after the same budget.
 
-Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py``, ``memory_span.py`` and
-``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and ``results/blocks.png``: each block row's
+Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py``, ``kernel_memory.py``,
+``memory_mass.py`` and ``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and ``results/blocks.png``: each block row's
 masked-LM loss at each stage, beside the chunks'):
 
     python benchmarks/long_documents/block_tables.py
@@ -19,8 +19,8 @@ from common import ROWS, figure_and_axes, markdown_table, mean_and_error, pretra
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
+from kernel_memory import GATED_START, LEVER_ROWS
 import memory_mass
-from memory_span import SPAN_ROWS
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
@@ -58,6 +58,11 @@ def long_range_pair(name: str) -> tuple[dict | None, dict | None]:
     return read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{control_of(name)}@mlm")
 
 
+def every_token(mine: dict, theirs: dict) -> tuple[float, float]:
+    """The mean per-token loss difference of two readers on the same masked tokens, and its s.e."""
+    return mean_and_error([a - b for a, b in zip(mine["losses"], theirs["losses"])])
+
+
 def start_of(row) -> float:
     """The gates' default start for ``row`` (kernelized 1e-4, the others 0.1), or its setting."""
     from hf_effattn import get_attention_class
@@ -65,12 +70,17 @@ def start_of(row) -> float:
     return row.settings.get("initial_mechanism_weight") or get_attention_class(row.attention).block_mechanism_weight
 
 
-def gates_cell(name: str) -> str:
-    """The gates after pretraining: their mean over layers and heads, and its range, against their start."""
-    weights = [w for layer in mlm(name, "mlm", "mechanism_weights") or [] if layer for w in layer]
+def gates_text(weights: list | None, start: float) -> str:
+    """Per-layer gates ``weights``: their mean over layers and heads, and its range, against their ``start``."""
+    weights = [w for layer in weights or [] if layer for w in layer]
     if not weights:
         return "not run"
-    return f"{sum(weights) / len(weights):.3g} [{min(weights):.3g}, {max(weights):.3g}] from {start_of(ROWS[name]):g}"
+    return f"{sum(weights) / len(weights):.3g} [{min(weights):.3g}, {max(weights):.3g}] from {start:g}"
+
+
+def gates_cell(name: str) -> str:
+    """The gates of row ``name`` after pretraining (:func:`gates_text`)."""
+    return gates_text(mlm(name, "mlm", "mechanism_weights"), start_of(ROWS[name]))
 
 
 def versus_chunks(name: str) -> list[str]:
@@ -80,7 +90,7 @@ def versus_chunks(name: str) -> list[str]:
     mine, chunks = long_range_pair(name)
     if not mine or not chunks:
         return ["not run"] * 4
-    every = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
+    every = every_token(mine, chunks)
     return [f"{difference:+.3f} ± {error:.3f}" for difference, error in
             (every, paired_loss(mine, chunks, True), paired_loss(mine, chunks, False), paired_loss(mine, chunks))]
 
@@ -121,7 +131,7 @@ def below_chunks(name: str) -> str:
     mine, chunks = long_range_pair(name)
     if not mine or not chunks:
         return "not run"
-    difference, error = mean_and_error([a - b for a, b in zip(mine["losses"], chunks["losses"])])
+    difference, error = every_token(mine, chunks)
     return f"{'met' if difference <= -2 * error else '**missed**'} ({difference:+.3f}, 2 s.e. {2 * error:.3f})"
 
 
@@ -177,16 +187,35 @@ def summary_table() -> str:
             + markdown_table(header, measured(body, always=1)))
 
 
-def memory_span_text() -> str:
-    """Kerformer's memory over the other blocks (the benchmark's rows) against over every key (``memory_span.py``),
-    for each row it was measured on."""
+def kernel_memory_text() -> str:
+    """Kerformer's memory built another way (``kernel_memory.py``) against the benchmark's own row, after the same
+    pretraining: over every key, or normalised on its own and mixed by its gate."""
     lines = []
-    for row in SPAN_ROWS:
-        result, outside = read_result("memory_span", row), read_result("masked_lm", f"{row}_mlm")
-        if result and outside:
-            lines.append(f"- `{row}`: the memory over the other blocks (the default) {outside['loss']:.4f} nats after "
-                         f"the same pretraining, over every key (each block's own counted twice) {result['loss']:.4f}.")
-    return "\n".join(lines) or "The memory over every key against over the other blocks (`memory_span.py`): not run."
+    for name in LEVER_ROWS:
+        default = read_result("masked_lm", f"{name}_mlm")
+        every_key, gated = read_result("memory_span", name), read_result("memory_gate", name)
+        if default and every_key:
+            lines.append(f"- `{name}`: the memory over the other blocks (the default) {default['loss']:.4f} nats after "
+                         f"the same pretraining, over every key (each block's own counted twice) "
+                         f"{every_key['loss']:.4f}.")
+        if default and gated:
+            lines.append(gated_text(name, default, gated))
+    return "\n".join(lines) or "Kerformer's memory built another way (`kernel_memory.py`): not run."
+
+
+def gated_text(name: str, default: dict, gated: dict) -> str:
+    """The gated lever of row ``name``: its loss before and after the pretraining, memory off, its gates, and the
+    paired per-token differences from the row (the shared normaliser) and from the row's chunks."""
+    shared, chunks = long_range_pair(name)
+    pairs = [f"{every_token(gated, theirs)[0]:+.3f} ± {every_token(gated, theirs)[1]:.3f} against {what}"
+             for theirs, what in ((shared, "the shared normaliser"), (chunks, f"its chunks (`{control_of(name)}`)"))
+             if theirs]
+    far = "" if not chunks else f"; far minus near against the chunks {'%+.3f ± %.3f' % paired_loss(gated, chunks)}"
+    return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from {GATED_START:g}: "
+            f"{gated['loss_before_training']:.4f} nats before any training (the chunked reader "
+            f"{mlm(CHUNKS, 'extend'):.4f}), {gated['loss']:.4f} after the same pretraining (the shared normaliser "
+            f"{default['loss']:.4f}; memory off {gated['loss_window_alone']:.4f}): {', '.join(pairs)}{far}; gates "
+            f"{gates_text(gated['mechanism_weights'], GATED_START)}.")
 
 
 def memory_mass_table() -> str:
@@ -230,7 +259,7 @@ def main() -> None:
     publish("blocks", "\n\n".join(part for part in [
         not_run(), "### Masked-LM loss", masked_lm_table(), "### Probe and retrieval", representations_table(),
         "### Against the targets", summary_table(), "### Where the gate starts", gate_start_table(),
-        "### The memory's keys", memory_span_text(), "### The memory's mass at 8,192", memory_mass_table(),
+        "### Kerformer's memory built otherwise", kernel_memory_text(), "### The memory's mass at 8,192", memory_mass_table(),
     ] if part), plot)
 
 

@@ -146,6 +146,7 @@ ROWS = {row.name: row for row in [
     *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
       for mechanisms in (("local", "kerformer"), ("singularformer", "dba")) for seed in SEEDS
       for mechanism in mechanisms),
+    in_pieces(longer_blocks("psf", *SEEDS[0], length=LONGEST)),
 ]}
 
 

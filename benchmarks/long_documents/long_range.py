@@ -73,18 +73,23 @@ def document_far_tokens(tokenizer) -> list[bool]:
     return far
 
 
-def measure(name: str) -> dict:
+def folder_losses(folder, length: int, part: str | None = None, block: int | None = None) -> tuple[list, list]:
+    """:func:`token_losses` of the masked-LM model in ``folder`` (its hybrid ``part`` alone, where given) and
+    :func:`document_far_tokens`."""
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
     from hf_effattn.hybrid_parts import only_part
 
-    folder, length, part, block = reader(name)
     model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device()).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)
     with only_part(model, part):
-        losses = token_losses(model, tokenizer, length, block)
-    far = document_far_tokens(tokenizer)
+        return token_losses(model, tokenizer, length, block), document_far_tokens(tokenizer)
+
+
+def measure(name: str) -> dict:
+    folder, length, part, block = reader(name)
+    losses, far = folder_losses(folder, length, part, block)
     assert len(far) == len(losses) and CONTENT % CHUNK == 0
     return {"reader": name, "folder": folder, "length": length, "part": part, "framed_block": block,
             "losses": losses, "far": far,

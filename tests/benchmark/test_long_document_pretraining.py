@@ -119,46 +119,70 @@ def test_the_length_lever_is_extended_to_and_pretrained_at_8192_against_the_same
     assert common.read_result("masked_lm", f"{name}_mlm")["tokens_trained"] == 160 * 4 * 2048
 
 
-def test_the_memory_over_every_key_remakes_a_row_resumably(tmp_path, monkeypatch):
-    """``memory_span.py``: the row's own budget (steps, the gates' learning rate), the memory over every key while it
-    trains, the pretraining continuing its newest checkpoint, the result under the row's name, the checkpoints gone
-    once it is saved, and the converted model kept for a run that goes on."""
+@pytest.mark.parametrize("lever, row, length", [
+    ("all-keys", "kerformer-b512-direct-gate-lr0.1-mlm160", 2048),
+    ("gated", "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048", 8192)])
+def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, lever, row, length):
+    """``kernel_memory.py``: the row's own budget (steps, the gates' learning rate, length and data), the lever's
+    class attribute off while it trains, the gated memory starting at the mixed mechanisms' gate, the pretraining
+    continuing its newest checkpoint, the result under the row's name with its per-token losses, the checkpoints
+    gone once it is saved, and the converted model kept for a run that goes on."""
     import common
-    import memory_span
+    import kernel_memory
+    import long_range
+    import pieces
 
     import hf_effattn
     from hf_effattn.finetuning import masked_lm
     from hf_effattn.modeling.kernel_attention import KernelAttention
 
-    converted, trained = [], []
+    kind, attribute = kernel_memory.LEVERS[lever]
+    converted, trained, evaluated = [], [], []
 
     def convert(checkpoint, attention, output, **options):
-        converted.append(output)
+        converted.append((output, options))
         output.mkdir(parents=True)
 
     def run_mlm(argv):
-        assert KernelAttention.mechanism_outside_window is False  # every key, while it trains
+        assert getattr(KernelAttention, attribute) is False  # the lever, while it trains
         trained.append(argv)
         (Path(argv[argv.index("--output_dir") + 1]) / "checkpoints" / "step_20").mkdir(parents=True, exist_ok=True)
 
-    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", True)  # restored after the test
+    def evaluate_folder(folder, length, block):
+        evaluated.append((folder.name, length, block))
+        return {"loss": 4.9}
+
+    for name in kernel_memory.LEVERS.values():
+        monkeypatch.setattr(KernelAttention, name[1], True)  # restored after the test
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    for module in (common, pieces):
+        monkeypatch.setattr(module, "DATA", tmp_path)
+    (tmp_path / "mlm_train_pieces2048.jsonl").write_text("built\n")  # pieces.py's file, tested with it
     monkeypatch.setattr(hf_effattn, "convert", convert)
     monkeypatch.setattr(masked_lm, "main", run_mlm)
-    monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 4.9})
-    row = "kerformer-b512-direct-gate-lr0.1-mlm160"
+    monkeypatch.setattr(pretrain, "evaluate_folder", evaluate_folder)
+    monkeypatch.setattr(long_range, "folder_losses", lambda folder, length, block: ([4.8, 5.0], [True, False]))
     budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
                              mlm_warmup_steps=8, again=False)
-    memory_span.measure(row, budget)
-    argv, folder = trained[0], tmp_path / "models" / f"{row}-all-keys-2048-mlm"
-    assert converted == [tmp_path / "models" / f"{row}-all-keys-2048-extend"]
+    kernel_memory.measure(row, lever, budget)
+    argv, folder = trained[0], tmp_path / "models" / f"{row}-{lever}-{length}-mlm"
+    (extended, options), = converted
+    assert extended == tmp_path / "models" / f"{row}-{lever}-{length}-extend" and options["max_length"] == length
+    assert options["attention_config"].get("initial_mechanism_weight") == (0.1 if lever == "gated" else None)
     assert argv[argv.index("--max_train_steps") + 1] == "160"
     assert argv[argv.index("--mechanism_weight_learning_rate") + 1] == "0.1"
+    assert argv[argv.index("--max_seq_length") + 1] == str(length)
+    data = "mlm_train_pieces2048.jsonl" if lever == "gated" else "mlm_train.jsonl"
+    assert argv[argv.index("--train_file") + 1] == str(tmp_path / data)
     assert argv[argv.index("--resume_from_checkpoint") + 1] == "latest" and argv[argv.index("--output_dir") + 1] \
         == str(folder)
-    assert common.read_result("memory_span", row)["loss"] == 4.9 and not (folder / "checkpoints").exists()
-    memory_span.measure(row, budget)
+    before = [(extended.name, 2048, 512)] if lever == "gated" else []
+    assert evaluated == [*before, (folder.name, 2048, 512)]
+    result = common.read_result(kind, row)
+    assert result["loss"] == 4.9 and result["losses"] == [4.8, 5.0] and result[attribute] is False
+    assert ("loss_before_training" in result) == (lever == "gated") and not (folder / "checkpoints").exists()
+    kernel_memory.measure(row, lever, budget)
     assert len(converted) == 1 and len(trained) == 2  # the conversion kept, the pretraining run again
 
 
@@ -224,3 +248,33 @@ def test_the_block_tables_leave_out_what_no_stage_measured_and_name_the_rows_not
     assert block_tables.not_run() == expected
     assert f"| `{block_tables.CHUNKS}`:" not in block_tables.masked_lm_table()
     assert "| `local-b512-plain`:" in block_tables.masked_lm_table()
+
+
+def test_the_gated_memory_is_paired_with_its_row_and_its_chunks_on_the_same_tokens(tmp_path, monkeypatch):
+    """``kernel_memory.py --lever gated``'s line of the block tables: its losses, gates, and the paired per-token
+    differences from the benchmark's row (the shared normaliser) and from the row's chunks, far against near."""
+    import json
+
+    import block_tables
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    name = "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
+    far = [True, True, False, False]
+    results = {
+        ("masked_lm", f"{name}_mlm"): {"loss": 4.941},
+        ("masked_lm", f"{block_tables.CHUNKS}_extend"): {"loss": 6.315},
+        ("long_range", f"{name}@mlm"): {"losses": [4.2, 4.2, 5.0, 5.0], "far": far},
+        ("long_range", "local-b512-mlm160-at8192-pieces2048@mlm"): {"losses": [4.5, 4.9, 5.5, 5.3], "far": far},
+        ("memory_gate", name): {"losses": [4.0, 4.2, 5.0, 5.0], "far": far, "loss": 4.6, "loss_before_training": 6.3,
+                                "loss_window_alone": 4.7, "mechanism_weights": [[0.1, 0.3], [0.2, 0.2]]},
+    }
+    for (kind, result), values in results.items():
+        (tmp_path / kind).mkdir(exist_ok=True)
+        (tmp_path / kind / f"{result}.json").write_text(json.dumps(values))
+    assert block_tables.kernel_memory_text() == (
+        f"- `{name}`, the memory normalised on its own and mixed per head by a gate from 0.1: 6.3000 nats before any "
+        "training (the chunked reader 6.3150), 4.6000 after the same pretraining (the shared normaliser 4.9410; "
+        "memory off 4.7000): -0.050 ± 0.050 against the shared normaliser, -0.500 ± 0.082 against its chunks "
+        "(`local-b512-mlm160-at8192-pieces2048`); far minus near against the chunks -0.200 ± 0.141; gates 0.2 "
+        "[0.1, 0.3] from 0.1.")

@@ -54,6 +54,14 @@ def test_a_memory_over_every_key_equals_its_reference(name, monkeypatch):
     assert_matches_reference(blocked(name, BLOCKS["s16-g3"]))
 
 
+@pytest.mark.parametrize("name", KERNELIZED)
+def test_a_memory_mixed_by_its_gate_equals_its_reference(name, monkeypatch):
+    """The lever of benchmarks/long_documents/kernel_memory.py: the kernelized memory normalised on its own and mixed
+    per head, ``(1 - sigma) blocks + sigma mechanism``, as the mechanisms without feature maps are."""
+    monkeypatch.setattr(KernelAttention, "memory_shares_normaliser", False)
+    assert_matches_reference(blocked(name, BLOCKS["s16-g3"]))
+
+
 def chunked_softmax(attn, x: torch.Tensor, mask: torch.Tensor, size: int) -> list[torch.Tensor]:
     """Softmax attention with ``attn``'s projections run on each sequence's real tokens cut into chunks of ``size``,
     each chunk by itself: what reading an input in chunks computes."""

@@ -35,7 +35,7 @@ LEVERS = {"all-keys": ("memory_span", "mechanism_outside_window"),
           "gated": ("memory_gate", "memory_shares_normaliser")}
 GATED_START = 0.1  # the mixed mechanisms' block_mechanism_weight (attention_base.py)
 LEVER_ROWS = ("kerformer-b512-direct", "kerformer-b512-direct-gate-lr0.1-mlm160",
-              "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048")
+              *(f"kerformer-b512-direct-gate-lr0.1-mlm160{seed}-at8192-pieces2048" for seed in ("", "-seed2")))
 
 
 def measure(row_name: str, lever: str, args) -> dict:

@@ -133,17 +133,22 @@ class EfficientAttention(nn.Module):
         ``local_window_every`` leaves to the mechanism alone)."""
         if settings.local_block is not None:
             return LocalBlocks(num_heads, settings.local_block, settings.global_tokens,
-                               mechanism_weight=self.initial_weight(settings, self.block_mechanism_weight))
+                               mechanism_weight=self.gate_start(settings, blocks=True))
         if settings.local_window is None or layer_idx % settings.local_window_every:
             return None
         return LocalWindow(num_heads, settings.local_window, settings.global_tokens,
-                           mechanism_weight=self.initial_weight(settings, self.window_mechanism_weight))
+                           mechanism_weight=self.gate_start(settings, blocks=False))
 
-    @staticmethod
-    def initial_weight(settings: AttentionSettings, default: float | None) -> float | None:
-        """The gate's initial value: the setting, else the mechanism's ``default`` (None: no mechanism beside)."""
+    def gate_start(self, settings: AttentionSettings, blocks: bool) -> float | None:
+        """The gate's initial value beside aligned blocks (``blocks``) or a window: the setting, else
+        :meth:`default_gate_start` (None: no mechanism beside)."""
+        default = self.default_gate_start(settings, blocks)
         return default if default is None or settings.initial_mechanism_weight is None \
             else settings.initial_mechanism_weight
+
+    def default_gate_start(self, settings: AttentionSettings, blocks: bool) -> float | None:
+        """The mechanism's default start beside blocks or a window (the class attributes above)."""
+        return self.block_mechanism_weight if blocks else self.window_mechanism_weight
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values ``[B, h, N, d]`` from ``hidden_states [B, N, C]``."""

@@ -35,14 +35,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_settings import AttentionSettings, setting
+from .attention_settings import setting
 from .attention_registry import register_attention
-from .kernel_attention import KernelAttention
+from .kernel_attention import KernelAttention, KernelSettings
 from .masking import real_lengths, token_ranks, zero_pads
 
 
 @dataclass(frozen=True)
-class CosformerSettings(AttentionSettings):
+class CosformerSettings(KernelSettings):
     """``eps``: lower bound of the normaliser (the authors' code: 1e-6)."""
 
     eps: float = setting(1e-6, float, above=0)

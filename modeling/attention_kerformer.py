@@ -40,9 +40,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from .attention_settings import AttentionSettings, require, setting
+from .attention_settings import require, setting
 from .attention_registry import register_attention
-from .kernel_attention import KernelAttention
+from .kernel_attention import KernelAttention, KernelSettings
 from .masking import token_ranks, zero_pads
 from .position_extension import replace_parameter, tile_blocks
 
@@ -50,7 +50,7 @@ SE_MODES = ("token", "channel", "none")
 
 
 @dataclass(frozen=True)
-class KerformerSettings(AttentionSettings):
+class KerformerSettings(KernelSettings):
     """``se_mode``: ``"token"`` | ``"channel"`` | ``"none"`` (see the module docstring).
     ``se_reduction``: reduction ratio of SE-K's first layer (d -> d / ratio).
     ``eps``: added to the normaliser of Eq. 9."""

@@ -27,14 +27,14 @@ from dataclasses import dataclass
 
 import torch
 
-from .attention_settings import AttentionSettings, setting
+from .attention_settings import setting
 from .attention_registry import register_attention
-from .kernel_attention import KernelAttention
+from .kernel_attention import KernelAttention, KernelSettings
 from .masking import zero_pads
 
 
 @dataclass(frozen=True)
-class LinearSettings(AttentionSettings):
+class LinearSettings(KernelSettings):
     """``eps``: added to the normaliser of Eq. 5 (the authors' code: 1e-6)."""
 
     eps: float = setting(1e-6, float, above=0)

@@ -48,14 +48,14 @@ from dataclasses import dataclass
 import torch
 from transformers import initialization as init
 
-from .attention_settings import AttentionSettings, setting
+from .attention_settings import setting
 from .attention_registry import register_attention
-from .kernel_attention import KernelAttention
+from .kernel_attention import KernelAttention, KernelSettings
 from .masking import masked_fill_min, zero_pads
 
 
 @dataclass(frozen=True)
-class PerformerSettings(AttentionSettings):
+class PerformerSettings(KernelSettings):
     """``num_features``: m, the number of random features (default 256).
     ``redraw_interval``: draw new features every this many training steps (None: keep them fixed).
     ``feature_seed``: seed of the initial features (layer i uses ``feature_seed + i``)."""

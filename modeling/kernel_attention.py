@@ -20,15 +20,37 @@ exact ones by ``1 - sigma``. Beside a window (``local_window.py``) each exact ke
 and the mechanism's terms outside the window are those over every key (its usual summaries) less those at the
 window's keys, which the window's blocks give. Beside aligned blocks (``local_blocks.py``) the block's softmax
 enters with its own normaliser (its weights sum to 1), and the mechanism's terms outside the query's block are its
-summary over every key less its block's: the mechanism is a memory across the blocks.
+summary over every key less its block's: the mechanism is a memory across the blocks. With the setting
+``shared_normaliser`` False (:class:`KernelSettings`) the mechanism is normalised on its own instead and mixed per
+head by the gate, as the mechanisms without feature maps are (``attention_base.py``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from .attention_base import AttentionOutput, EfficientAttention
+from .attention_settings import AttentionSettings, require
+from .settings import setting
 from .local_window import RankOrder, at_least_float32
+
+
+@dataclass(frozen=True)
+class KernelSettings(AttentionSettings):
+    """Base of the kernelized mechanisms' settings. ``shared_normaliser``: beside a local part (``local_window`` or
+    ``local_block``), True (the default) puts the mechanism's terms under the exact part's normaliser (the module
+    docstring); False normalises the mechanism on its own and mixes it per head by the gate, ``(1 - sigma) local +
+    sigma mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do."""
+
+    shared_normaliser: bool = setting(True, bool)
+
+    def check_window(self, max_length: int | None) -> None:
+        super().check_window(max_length)
+        require(self.shared_normaliser or self.local_window is not None or self.local_block is not None,
+                "shared_normaliser", self.shared_normaliser, "True without a local part (it says how the mechanism "
+                "joins a window or blocks): set local_window or local_block")
 
 
 class KernelAttention(EfficientAttention):
@@ -39,10 +61,12 @@ class KernelAttention(EfficientAttention):
     # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
     # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
-    # Beside a local part the mechanism's terms share its normaliser (above); False mixes the mechanism's own
-    # normalised output per head as the other mechanisms do, ``(1 - sigma) local + sigma mechanism``
-    # (``EfficientAttention.attend_with_window``): a lever of benchmarks/long_documents/kernel_memory.py.
-    memory_shares_normaliser: bool = True
+
+    def default_gate_start(self, settings: KernelSettings, blocks: bool) -> float:
+        """Under the local part's normaliser, this class's defaults; mixed by the gate (``shared_normaliser``
+        False), the mixed mechanisms' (``EfficientAttention``'s)."""
+        owner = KernelAttention if settings.shared_normaliser else EfficientAttention
+        return owner.block_mechanism_weight if blocks else owner.window_mechanism_weight
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
         """``phi(Q) [B, h, N, F]`` and ``varphi(K) [B, h, N, F]`` (zero at pads) from the projections ``[B, h, N,
@@ -80,7 +104,7 @@ class KernelAttention(EfficientAttention):
                            output_attentions=False) -> AttentionOutput:
         """The exact local part (the window or the aligned blocks) and the mechanism under one normaliser: the local
         part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token."""
-        if self.parts == "window" or not self.memory_shares_normaliser:
+        if self.parts == "window" or not self.settings.shared_normaliser:
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)
         query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))

@@ -19,7 +19,7 @@ from common import ROWS, figure_and_axes, markdown_table, mean_and_error, pretra
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
-from kernel_memory import GATED_START, LEVER_ROWS
+from kernel_memory import LEVER_ROWS
 import memory_mass
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
@@ -206,16 +206,19 @@ def kernel_memory_text() -> str:
 def gated_text(name: str, default: dict, gated: dict) -> str:
     """The gated lever of row ``name``: its loss before and after the pretraining, memory off, its gates, and the
     paired per-token differences from the row (the shared normaliser) and from the row's chunks."""
+    from hf_effattn.modeling.attention_base import EfficientAttention
+
+    start = EfficientAttention.block_mechanism_weight  # a gated memory's, as the mixed mechanisms'
     shared, chunks = long_range_pair(name)
     pairs = [f"{every_token(gated, theirs)[0]:+.3f} ± {every_token(gated, theirs)[1]:.3f} against {what}"
              for theirs, what in ((shared, "the shared normaliser"), (chunks, f"its chunks (`{control_of(name)}`)"))
              if theirs]
     far = "" if not chunks else f"; far minus near against the chunks {'%+.3f ± %.3f' % paired_loss(gated, chunks)}"
-    return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from {GATED_START:g}: "
+    return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from {start:g}: "
             f"{gated['loss_before_training']:.4f} nats before any training (the chunked reader "
             f"{mlm(CHUNKS, 'extend'):.4f}), {gated['loss']:.4f} after the same pretraining (the shared normaliser "
             f"{default['loss']:.4f}; memory off {gated['loss_window_alone']:.4f}): {', '.join(pairs)}{far}; gates "
-            f"{gates_text(gated['mechanism_weights'], GATED_START)}.")
+            f"{gates_text(gated['mechanism_weights'], start)}.")
 
 
 def memory_mass_table() -> str:

@@ -1,17 +1,18 @@
 #!/usr/bin/env python
 """Kerformer's memory beside aligned blocks, built another way: over every key, or mixed by its own gate.
 
-By default a kernelized memory shares one normaliser with the block's softmax
-(``KernelAttention.memory_shares_normaliser``), and its terms stand for the keys outside the query's block
-(``KernelAttention.mechanism_outside_window``): each key counted once, the block's own by its exact softmax. Each
+By default a kernelized memory shares one normaliser with the block's softmax (the setting ``shared_normaliser``),
+and its terms stand for the keys outside the query's block (the class attribute
+``KernelAttention.mechanism_outside_window``): each key counted once, the block's own by its exact softmax. Each
 lever remakes a Kerformer block row of the benchmark the other way, on the row's own budget:
 
-* ``all-keys``: the memory's terms for every key, the block's own counted twice;
-* ``gated``: the memory normalised on its own and mixed per head, ``(1 - sigma) blocks + sigma memory``, as
-  Singularformer's, DBA's and PSF's are, the gate starting where theirs do (``GATED_START``).
+* ``all-keys``: the memory's terms for every key, the block's own counted twice (the class attribute False, in this
+  process: it is not saved with the model);
+* ``gated``: ``shared_normaliser`` False, the memory normalised on its own and mixed per head, ``(1 - sigma) blocks
+  + sigma memory``, as Singularformer's, DBA's and PSF's are, the gate starting where theirs do (0.1).
 
 MiniLM with its head converted beside framed blocks of 512 at the row's length, ``run_mlm.py``'s masked-LM
-pretraining on the row's data (run in this process, so that the class attribute holds), then the held-out masked-LM
+pretraining on the row's data (run in this process, so that a class attribute holds), then the held-out masked-LM
 loss at 2,048 with and without the memory, and per token (for the paired difference from the chunks), and for
 ``gated`` before any training too (where the gate starts). The benchmark's own row is the other half, read from
 ``results/masked_lm/<row>_mlm.json``. The models are kept in ``models/<row>-<lever>-<length>-{extend,mlm}``, the
@@ -30,10 +31,7 @@ import shutil
 from common import LONG, ROWS, kept, read_result, set_threads, write_result
 from pretrain import add_budget_arguments
 
-# lever -> (the result's kind, the KernelAttention class attribute it sets False)
-LEVERS = {"all-keys": ("memory_span", "mechanism_outside_window"),
-          "gated": ("memory_gate", "memory_shares_normaliser")}
-GATED_START = 0.1  # the mixed mechanisms' block_mechanism_weight (attention_base.py)
+LEVERS = {"all-keys": "memory_span", "gated": "memory_gate"}  # lever -> the result's kind
 LEVER_ROWS = ("kerformer-b512-direct", "kerformer-b512-direct-gate-lr0.1-mlm160",
               *(f"kerformer-b512-direct-gate-lr0.1-mlm160{seed}-at8192-pieces2048" for seed in ("", "-seed2")))
 
@@ -46,11 +44,11 @@ def measure(row_name: str, lever: str, args) -> dict:
     import long_range
     import pretrain
 
-    kind, attribute = LEVERS[lever]
-    setattr(KernelAttention, attribute, False)
     row = ROWS[row_name]
     extended, trained = (pretrain.MODELS / f"{row_name}-{lever}-{row.length}-{stage}" for stage in ("extend", "mlm"))
-    settings = {**row.settings, "initial_mechanism_weight": GATED_START} if lever == "gated" else row.settings
+    if lever == "all-keys":
+        KernelAttention.mechanism_outside_window = False
+    settings = {**row.settings, "shared_normaliser": False} if lever == "gated" else row.settings
     if not extended.is_dir():  # convert writes the folder whole or not at all
         convert(str(pretrain.HEAD_FOLDER), row.attention, extended, attention_config=settings,
                 convert_attention=True, max_length=row.length)
@@ -59,9 +57,9 @@ def measure(row_name: str, lever: str, args) -> dict:
     command = pretrain.mlm_command(extended, trained, args, row=row)
     run_mlm(command[2:])  # after the interpreter and the script
     losses, far = long_range.folder_losses(trained, LONG, block=row.block)  # per token: paired with the chunks
-    result = {attribute: False, "row": row_name, **before, **pretrain.evaluate_folder(trained, LONG, row.block),
+    result = {"lever": lever, "row": row_name, **before, **pretrain.evaluate_folder(trained, LONG, row.block),
               "losses": losses, "far": far}
-    write_result(kind, row_name, result)
+    write_result(LEVERS[lever], row_name, result)
     shutil.rmtree(checkpoint_root(trained), ignore_errors=True)  # the result is saved: nothing to resume
     return result
 
@@ -76,8 +74,7 @@ def main() -> None:
     default = read_result("masked_lm", f"{args.row}_mlm")
     if default is None:
         raise SystemExit(f"error: run the benchmark's own row first: python pretrain.py --rows {args.row}")
-    kind = LEVERS[args.lever][0]
-    if kept(kind, args.row, args.again):
+    if kept(LEVERS[args.lever], args.row, args.again):
         return
     set_threads(1)
     result = measure(args.row, args.lever, args)

@@ -123,8 +123,8 @@ def test_the_length_lever_is_extended_to_and_pretrained_at_8192_against_the_same
     ("all-keys", "kerformer-b512-direct-gate-lr0.1-mlm160", 2048),
     ("gated", "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048", 8192)])
 def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, lever, row, length):
-    """``kernel_memory.py``: the row's own budget (steps, the gates' learning rate, length and data), the lever's
-    class attribute off while it trains, the gated memory starting at the mixed mechanisms' gate, the pretraining
+    """``kernel_memory.py``: the row's own budget (steps, the gates' learning rate, length and data), the memory over
+    every key while it trains (a class attribute) or the gated memory's setting saved with the model, the pretraining
     continuing its newest checkpoint, the result under the row's name with its per-token losses, the checkpoints
     gone once it is saved, and the converted model kept for a run that goes on."""
     import common
@@ -136,7 +136,6 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
     from hf_effattn.finetuning import masked_lm
     from hf_effattn.modeling.kernel_attention import KernelAttention
 
-    kind, attribute = kernel_memory.LEVERS[lever]
     converted, trained, evaluated = [], [], []
 
     def convert(checkpoint, attention, output, **options):
@@ -144,7 +143,7 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
         output.mkdir(parents=True)
 
     def run_mlm(argv):
-        assert getattr(KernelAttention, attribute) is False  # the lever, while it trains
+        assert KernelAttention.mechanism_outside_window is (lever != "all-keys")  # set in this process only
         trained.append(argv)
         (Path(argv[argv.index("--output_dir") + 1]) / "checkpoints" / "step_20").mkdir(parents=True, exist_ok=True)
 
@@ -152,8 +151,7 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
         evaluated.append((folder.name, length, block))
         return {"loss": 4.9}
 
-    for name in kernel_memory.LEVERS.values():
-        monkeypatch.setattr(KernelAttention, name[1], True)  # restored after the test
+    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", True)  # restored after the test
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
     for module in (common, pieces):
@@ -169,7 +167,8 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
     argv, folder = trained[0], tmp_path / "models" / f"{row}-{lever}-{length}-mlm"
     (extended, options), = converted
     assert extended == tmp_path / "models" / f"{row}-{lever}-{length}-extend" and options["max_length"] == length
-    assert options["attention_config"].get("initial_mechanism_weight") == (0.1 if lever == "gated" else None)
+    assert options["attention_config"] == {**common.ROWS[row].settings, **({"shared_normaliser": False}
+                                                                          if lever == "gated" else {})}
     assert argv[argv.index("--max_train_steps") + 1] == "160"
     assert argv[argv.index("--mechanism_weight_learning_rate") + 1] == "0.1"
     assert argv[argv.index("--max_seq_length") + 1] == str(length)
@@ -179,8 +178,8 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
         == str(folder)
     before = [(extended.name, 2048, 512)] if lever == "gated" else []
     assert evaluated == [*before, (folder.name, 2048, 512)]
-    result = common.read_result(kind, row)
-    assert result["loss"] == 4.9 and result["losses"] == [4.8, 5.0] and result[attribute] is False
+    result = common.read_result(kernel_memory.LEVERS[lever], row)
+    assert result["loss"] == 4.9 and result["losses"] == [4.8, 5.0] and result["lever"] == lever
     assert ("loss_before_training" in result) == (lever == "gated") and not (folder / "checkpoints").exists()
     kernel_memory.measure(row, lever, budget)
     assert len(converted) == 1 and len(trained) == 2  # the conversion kept, the pretraining run again

@@ -55,11 +55,12 @@ def test_a_memory_over_every_key_equals_its_reference(name, monkeypatch):
 
 
 @pytest.mark.parametrize("name", KERNELIZED)
-def test_a_memory_mixed_by_its_gate_equals_its_reference(name, monkeypatch):
-    """The lever of benchmarks/long_documents/kernel_memory.py: the kernelized memory normalised on its own and mixed
-    per head, ``(1 - sigma) blocks + sigma mechanism``, as the mechanisms without feature maps are."""
-    monkeypatch.setattr(KernelAttention, "memory_shares_normaliser", False)
-    assert_matches_reference(blocked(name, BLOCKS["s16-g3"]))
+def test_a_memory_mixed_by_its_gate_equals_its_reference(name):
+    """``shared_normaliser`` False: the kernelized memory normalised on its own and mixed per head, ``(1 - sigma)
+    blocks + sigma mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do."""
+    attn = blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": False})
+    assert attn.window.initial_mechanism_weight == hf_effattn.get_attention_class("dba").block_mechanism_weight
+    assert_matches_reference(attn)
 
 
 def chunked_softmax(attn, x: torch.Tensor, mask: torch.Tensor, size: int) -> list[torch.Tensor]:
@@ -172,6 +173,7 @@ def test_memory_grows_linearly_and_never_quadratically(name):
     ({"local_block": 4, "global_tokens": 5}, "global_tokens=5: it must be at most local_block=4"),
     ({"local_block": 8, "local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
     ({"initial_mechanism_weight": 0.1}, "initial_mechanism_weight=0.1: it must be None without a local part"),
+    ({"shared_normaliser": False}, "shared_normaliser=False: it must be True without a local part"),
     ({"local_block": 8, "initial_mechanism_weight": 1.0}, r"initial_mechanism_weight=1.0: it must be a finite number "
                                                           r"> 0 and < 1"),
 ])

@@ -45,6 +45,14 @@ def test_mechanism_beside_the_window_equals_its_reference(name, window):
     assert_matches_reference(windowed(name, WINDOWS[window]))
 
 
+@pytest.mark.parametrize("name", ["kerformer", "linear", "cosformer"])
+def test_a_kernelized_mechanism_mixed_by_its_gate_beside_the_window_equals_its_reference(name):
+    """``shared_normaliser`` False: mixed per head as the mechanisms without feature maps, from their start."""
+    attn = windowed(name, {**WINDOWS["w6-g1"], "shared_normaliser": False})
+    assert attn.window.initial_mechanism_weight == hf_effattn.get_attention_class("dba").window_mechanism_weight
+    assert_matches_reference(attn)
+
+
 @pytest.mark.parametrize("part", [{"local_window": 10, "global_tokens": 2}, {"local_block": 8, "global_tokens": 2}],
                          ids=["window", "blocks"])
 @pytest.mark.parametrize("name", WINDOWED)

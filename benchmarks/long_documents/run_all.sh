@@ -159,6 +159,7 @@ case "${1:-}" in
     # PSF's memory on the same pieces (one seed), and Kerformer's normalised on its own, mixed by a gate as theirs are
     pretrain_and_read psf-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048
     python kernel_memory.py --lever gated --row kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048
+    python kernel_memory.py --lever gated --row kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -3,8 +3,8 @@
 reader in the same code and framing (``local-b512``, the blocks alone), after the same budget.
 
 Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py``, ``kernel_memory.py``,
-``memory_mass.py`` and ``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and ``results/blocks.png``: each block row's
-masked-LM loss at each stage, beside the chunks'):
+``memory_mass.py`` and ``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and
+``results/blocks.png``: each block row's masked-LM loss at each stage, beside the chunks'):
 
     python benchmarks/long_documents/block_tables.py
 """
@@ -210,9 +210,9 @@ def gated_text(name: str, default: dict, gated: dict) -> str:
 
     start = EfficientAttention.block_mechanism_weight  # a gated memory's, as the mixed mechanisms'
     shared, chunks = long_range_pair(name)
-    pairs = [f"{every_token(gated, theirs)[0]:+.3f} ± {every_token(gated, theirs)[1]:.3f} against {what}"
+    pairs = [f"{difference:+.3f} ± {error:.3f} against {what}"
              for theirs, what in ((shared, "the shared normaliser"), (chunks, f"its chunks (`{control_of(name)}`)"))
-             if theirs]
+             if theirs for difference, error in [every_token(gated, theirs)]]
     far = "" if not chunks else f"; far minus near against the chunks {'%+.3f ± %.3f' % paired_loss(gated, chunks)}"
     return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from {start:g}: "
             f"{gated['loss_before_training']:.4f} nats before any training (the chunked reader "
@@ -262,7 +262,8 @@ def main() -> None:
     publish("blocks", "\n\n".join(part for part in [
         not_run(), "### Masked-LM loss", masked_lm_table(), "### Probe and retrieval", representations_table(),
         "### Against the targets", summary_table(), "### Where the gate starts", gate_start_table(),
-        "### Kerformer's memory built otherwise", kernel_memory_text(), "### The memory's mass at 8,192", memory_mass_table(),
+        "### Kerformer's memory built otherwise", kernel_memory_text(),
+        "### The memory's mass at 8,192", memory_mass_table(),
     ] if part), plot)
 
 

@@ -16,7 +16,8 @@ pretraining on the row's data (run in this process, so that a class attribute ho
 loss at 2,048 with and without the memory, and per token (for the paired difference from the chunks), and for
 ``gated`` before any training too (where the gate starts). The benchmark's own row is the other half, read from
 ``results/masked_lm/<row>_mlm.json``. The models are kept in ``models/<row>-<lever>-<length>-{extend,mlm}``, the
-pretraining continuing its newest checkpoint (every 20 steps), so a run stopped midway goes on where it stopped. Result: ``results/<kind>/<row>.json`` (kinds in ``LEVERS``).
+pretraining continuing its newest checkpoint (every 20 steps), so a run stopped midway goes on where it stopped.
+Result: ``results/<kind>/<row>.json`` (kinds in ``LEVERS``).
 
     python benchmarks/long_documents/kernel_memory.py --lever all-keys --row kerformer-b512-direct
     python benchmarks/long_documents/kernel_memory.py --lever gated \\

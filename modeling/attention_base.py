@@ -139,16 +139,18 @@ class EfficientAttention(nn.Module):
         return LocalWindow(num_heads, settings.local_window, settings.global_tokens,
                            mechanism_weight=self.gate_start(settings, blocks=False))
 
-    def gate_start(self, settings: AttentionSettings, blocks: bool) -> float | None:
+    @classmethod
+    def gate_start(cls, settings: AttentionSettings, blocks: bool) -> float | None:
         """The gate's initial value beside aligned blocks (``blocks``) or a window: the setting, else
         :meth:`default_gate_start` (None: no mechanism beside)."""
-        default = self.default_gate_start(settings, blocks)
+        default = cls.default_gate_start(settings, blocks)
         return default if default is None or settings.initial_mechanism_weight is None \
             else settings.initial_mechanism_weight
 
-    def default_gate_start(self, settings: AttentionSettings, blocks: bool) -> float | None:
+    @classmethod
+    def default_gate_start(cls, settings: AttentionSettings, blocks: bool) -> float | None:
         """The mechanism's default start beside blocks or a window (the class attributes above)."""
-        return self.block_mechanism_weight if blocks else self.window_mechanism_weight
+        return cls.block_mechanism_weight if blocks else cls.window_mechanism_weight
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values ``[B, h, N, d]`` from ``hidden_states [B, N, C]``."""

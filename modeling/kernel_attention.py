@@ -62,7 +62,8 @@ class KernelAttention(EfficientAttention):
     # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
 
-    def default_gate_start(self, settings: KernelSettings, blocks: bool) -> float:
+    @classmethod
+    def default_gate_start(cls, settings: KernelSettings, blocks: bool) -> float:
         """Under the local part's normaliser, this class's defaults; mixed by the gate (``shared_normaliser``
         False), the mixed mechanisms' (``EfficientAttention``'s)."""
         owner = KernelAttention if settings.shared_normaliser else EfficientAttention
@@ -103,7 +104,8 @@ class KernelAttention(EfficientAttention):
     def attend_with_window(self, hidden_states, padding_mask=None, state=None,
                            output_attentions=False) -> AttentionOutput:
         """The exact local part (the window or the aligned blocks) and the mechanism under one normaliser: the local
-        part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token."""
+        part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token. With
+        ``shared_normaliser`` False, mixed per head as the other mechanisms are (the base class's)."""
         if self.parts == "window" or not self.settings.shared_normaliser:
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)

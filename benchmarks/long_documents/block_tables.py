@@ -19,7 +19,7 @@ from common import ROWS, figure_and_axes, markdown_table, mean_and_error, pretra
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
-from kernel_memory import LEVER_ROWS
+from kernel_memory import LEVER_ROWS, lever_settings
 import memory_mass
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
@@ -63,11 +63,13 @@ def every_token(mine: dict, theirs: dict) -> tuple[float, float]:
     return mean_and_error([a - b for a, b in zip(mine["losses"], theirs["losses"])])
 
 
-def start_of(row) -> float:
-    """The gates' default start for ``row`` (kernelized 1e-4, the others 0.1), or its setting."""
-    from hf_effattn import get_attention_class
+def start_of(row, settings: dict | None = None) -> float:
+    """Where the gates of ``row`` (with ``settings`` in place of its own, where given) start beside its blocks: its
+    setting, else its mechanism's default for those settings (kernelized 1e-4, the others and a gated memory 0.1)."""
+    from hf_effattn import build_settings, get_attention_class
 
-    return row.settings.get("initial_mechanism_weight") or get_attention_class(row.attention).block_mechanism_weight
+    settings = build_settings(row.attention, row.settings if settings is None else settings)
+    return get_attention_class(row.attention).gate_start(settings, blocks=True)
 
 
 def gates_text(weights: list | None, start: float) -> str:
@@ -206,9 +208,7 @@ def kernel_memory_text() -> str:
 def gated_text(name: str, default: dict, gated: dict) -> str:
     """The gated lever of row ``name``: its loss before and after the pretraining, memory off, its gates, and the
     paired per-token differences from the row (the shared normaliser) and from the row's chunks."""
-    from hf_effattn.modeling.attention_base import EfficientAttention
-
-    start = EfficientAttention.block_mechanism_weight  # a gated memory's, as the mixed mechanisms'
+    start = start_of(ROWS[name], lever_settings(ROWS[name], "gated"))
     shared, chunks = long_range_pair(name)
     pairs = [f"{difference:+.3f} ± {error:.3f} against {what}"
              for theirs, what in ((shared, "the shared normaliser"), (chunks, f"its chunks (`{control_of(name)}`)"))

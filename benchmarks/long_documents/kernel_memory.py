@@ -37,6 +37,11 @@ LEVER_ROWS = ("kerformer-b512-direct", "kerformer-b512-direct-gate-lr0.1-mlm160"
               *(f"kerformer-b512-direct-gate-lr0.1-mlm160{seed}-at8192-pieces2048" for seed in ("", "-seed2")))
 
 
+def lever_settings(row, lever: str) -> dict:
+    """The attention settings ``lever`` converts ``row`` with (``all-keys`` acts through a class attribute)."""
+    return {**row.settings, "shared_normaliser": False} if lever == "gated" else row.settings
+
+
 def measure(row_name: str, lever: str, args) -> dict:
     from hf_effattn import convert
     from hf_effattn.finetuning.checkpoints import checkpoint_root
@@ -49,9 +54,8 @@ def measure(row_name: str, lever: str, args) -> dict:
     extended, trained = (pretrain.MODELS / f"{row_name}-{lever}-{row.length}-{stage}" for stage in ("extend", "mlm"))
     if lever == "all-keys":
         KernelAttention.mechanism_outside_window = False
-    settings = {**row.settings, "shared_normaliser": False} if lever == "gated" else row.settings
     if not extended.is_dir():  # convert writes the folder whole or not at all
-        convert(str(pretrain.HEAD_FOLDER), row.attention, extended, attention_config=settings,
+        convert(str(pretrain.HEAD_FOLDER), row.attention, extended, attention_config=lever_settings(row, lever),
                 convert_attention=True, max_length=row.length)
     before = {"loss_before_training": pretrain.evaluate_folder(extended, LONG, row.block)["loss"]} \
         if lever == "gated" else {}

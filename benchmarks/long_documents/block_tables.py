@@ -19,7 +19,7 @@ from common import ROWS, figure_and_axes, markdown_table, mean_and_error, pretra
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
-from kernel_memory import LEVER_ROWS, lever_settings
+from kernel_memory import KIND as ALL_KEYS, REMADE_ROWS
 import memory_mass
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
@@ -190,35 +190,30 @@ def summary_table() -> str:
 
 
 def kernel_memory_text() -> str:
-    """Kerformer's memory built another way (``kernel_memory.py``) against the benchmark's own row, after the same
-    pretraining: over every key, or normalised on its own and mixed by its gate."""
+    """Kerformer's memory built another way against the benchmark's own row, after the same pretraining: over every
+    key (``kernel_memory.py``), or normalised on its own and mixed by its gate (the ``-gated`` rows)."""
     lines = []
-    for name in LEVER_ROWS:
-        default = read_result("masked_lm", f"{name}_mlm")
-        every_key, gated = read_result("memory_span", name), read_result("memory_gate", name)
+    for name in REMADE_ROWS:
+        default, every_key = read_result("masked_lm", f"{name}_mlm"), read_result(ALL_KEYS, name)
         if default and every_key:
             lines.append(f"- `{name}`: the memory over the other blocks (the default) {default['loss']:.4f} nats after "
                          f"the same pretraining, over every key (each block's own counted twice) "
                          f"{every_key['loss']:.4f}.")
-        if default and gated:
-            lines.append(gated_text(name, default, gated))
-    return "\n".join(lines) or "Kerformer's memory built another way (`kernel_memory.py`): not run."
+    lines += [gated_text(name) for name in BLOCK_ROWS if ROWS[name].settings.get("shared_normaliser") is False
+              and mlm(name, "mlm") is not None]
+    return "\n".join(lines) or "Kerformer's memory built another way: not run."
 
 
-def gated_text(name: str, default: dict, gated: dict) -> str:
-    """The gated lever of row ``name``: its loss before and after the pretraining, memory off, its gates, and the
-    paired per-token differences from the row (the shared normaliser) and from the row's chunks."""
-    start = start_of(ROWS[name], lever_settings(ROWS[name], "gated"))
-    shared, chunks = long_range_pair(name)
-    pairs = [f"{difference:+.3f} ± {error:.3f} against {what}"
-             for theirs, what in ((shared, "the shared normaliser"), (chunks, f"its chunks (`{control_of(name)}`)"))
-             if theirs for difference, error in [every_token(gated, theirs)]]
-    far = "" if not chunks else f"; far minus near against the chunks {'%+.3f ± %.3f' % paired_loss(gated, chunks)}"
-    return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from {start:g}: "
-            f"{gated['loss_before_training']:.4f} nats before any training (the chunked reader "
-            f"{mlm(CHUNKS, 'extend'):.4f}), {gated['loss']:.4f} after the same pretraining (the shared normaliser "
-            f"{default['loss']:.4f}; memory off {gated['loss_window_alone']:.4f}): {', '.join(pairs)}{far}; gates "
-            f"{gates_text(gated['mechanism_weights'], start)}.")
+def gated_text(name: str) -> str:
+    """Gated row ``name`` against the same row with the shared normaliser (its name without ``-gated``), before and
+    after the same pretraining, and the paired per-token difference after it."""
+    shared = name.removesuffix("-gated")
+    mine, theirs = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{shared}@mlm")
+    paired = "" if not mine or not theirs else " (%+.3f ± %.3f a token)" % every_token(mine, theirs)
+    return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from "
+            f"{start_of(ROWS[name]):g}: {mlm(name, 'extend'):.4f} nats before any training (the chunked reader "
+            f"{mlm(CHUNKS, 'extend'):.4f}), {mlm(name, 'mlm'):.4f} after the pretraining against the shared "
+            f"normaliser's {mlm(shared, 'mlm'):.4f} (`{shared}`){paired}.")
 
 
 def memory_mass_table() -> str:

@@ -112,6 +112,13 @@ def in_pieces(row: Row, size: int = LONG) -> Row:
                    what=f"{row.what}, on its documents in shuffled pieces of {size:,} tokens")
 
 
+def gated(row: Row) -> Row:
+    """``row``, a kernelized mechanism's block row, with its memory normalised on its own and mixed per head by its
+    gate (``shared_normaliser`` False), as Singularformer's, DBA's and PSF's are."""
+    return replace(row, name=f"{row.name}-gated", settings={**row.settings, "shared_normaliser": False},
+                   what=f"{row.what}, the memory normalised on its own and gated")
+
+
 ROWS = {row.name: row for row in [
     Row("sdpa", "sdpa", what="softmax at 2,048 (copied positions)"),
     *(Row(f"local-w{window}", "local", {"local_window": window}, what=f"a {window}-token window alone")
@@ -128,7 +135,7 @@ ROWS = {row.name: row for row in [
       for mechanism in ("kerformer", "singularformer")),
     blocks("local"), blocks("local", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),
     blocks("local", lever=("-seed2", "another pretraining seed: the run-to-run noise"), mlm_seed=2),
-    *(blocks(mechanism) for mechanism in MECHANISMS),
+    *(blocks(mechanism) for mechanism in MECHANISMS), gated(blocks("kerformer")),
     *(blocks(mechanism, lever=("-direct", "no attention transfer"), direct=True) for mechanism in MECHANISMS),
     blocks("kerformer", lever=("-plain", "[CLS]/[SEP] at the document's ends only"), framed=False),
     *(blocks(mechanism, lever=("-direct-gate-lr0.1", "no attention transfer, the gates at a learning rate of 0.1"),
@@ -146,7 +153,8 @@ ROWS = {row.name: row for row in [
     *(in_pieces(longer_blocks(mechanism, *seed, length=LONGEST))
       for mechanisms in (("local", "kerformer"), ("singularformer", "dba")) for seed in SEEDS
       for mechanism in mechanisms),
-    in_pieces(longer_blocks("psf", *SEEDS[0], length=LONGEST)),
+    *(in_pieces(longer_blocks("psf", *seed, length=LONGEST)) for seed in SEEDS),
+    *(gated(in_pieces(longer_blocks("kerformer", *seed, length=LONGEST))) for seed in SEEDS),
 ]}
 
 

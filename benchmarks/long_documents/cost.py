@@ -46,7 +46,8 @@ from hf_effattn.benchmark.machine import machine_description
 KIND = "cost"
 COST_ROWS = ["sdpa", "local-w128", "local-w128-g1", "singularformer", "kerformer", "dba", "psf", "singularformer-w128",
              "kerformer-w128", "dba-w128", "psf-w128"]
-BLOCK_COST_ROWS = ["local-b512", "singularformer-b512", "kerformer-b512", "dba-b512", "psf-b512"]
+BLOCK_COST_ROWS = ["local-b512", "singularformer-b512", "kerformer-b512", "kerformer-b512-gated", "dba-b512",
+                   "psf-b512"]
 
 
 def build(row_name: str, length: int, model_class, attention_dropout: float | None = None):

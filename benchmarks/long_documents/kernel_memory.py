@@ -1,27 +1,22 @@
 #!/usr/bin/env python
-"""Kerformer's memory beside aligned blocks, built another way: over every key, or mixed by its own gate.
+"""Kerformer's memory beside aligned blocks, built over every key instead of the keys outside each block.
 
 By default a kernelized memory shares one normaliser with the block's softmax (the setting ``shared_normaliser``),
 and its terms stand for the keys outside the query's block (the class attribute
-``KernelAttention.mechanism_outside_window``): each key counted once, the block's own by its exact softmax. Each
-lever remakes a Kerformer block row of the benchmark the other way, on the row's own budget:
-
-* ``all-keys``: the memory's terms for every key, the block's own counted twice (the class attribute False, in this
-  process: it is not saved with the model);
-* ``gated``: ``shared_normaliser`` False, the memory normalised on its own and mixed per head, ``(1 - sigma) blocks
-  + sigma memory``, as Singularformer's, DBA's and PSF's are, the gate starting where theirs do (0.1).
+``KernelAttention.mechanism_outside_window``): each key counted once, the block's own by its exact softmax. This
+remakes a Kerformer block row of the benchmark with the memory's terms for every key, the block's own counted twice
+(the class attribute False, in this process: it is not saved with the model), on the row's own budget. (The other
+way to build it, normalised on its own and mixed per head by a gate, is a setting saved with the model: the
+benchmark's ``-gated`` rows.)
 
 MiniLM with its head converted beside framed blocks of 512 at the row's length, ``run_mlm.py``'s masked-LM
-pretraining on the row's data (run in this process, so that a class attribute holds), then the held-out masked-LM
-loss at 2,048 with and without the memory, and per token (for the paired difference from the chunks), and for
-``gated`` before any training too (where the gate starts). The benchmark's own row is the other half, read from
-``results/masked_lm/<row>_mlm.json``. The models are kept in ``models/<row>-<lever>-<length>-{extend,mlm}``, the
-pretraining continuing its newest checkpoint (every 20 steps), so a run stopped midway goes on where it stopped.
-Result: ``results/<kind>/<row>.json`` (kinds in ``LEVERS``).
+pretraining on the row's data (run in this process, so that the class attribute holds), then the held-out masked-LM
+loss at 2,048 with and without the memory, and per token (for the paired difference from the row). The benchmark's
+own row is the other half, read from ``results/masked_lm/<row>_mlm.json``. The models are kept in
+``models/<row>-all-keys-<length>-{extend,mlm}``, the pretraining continuing its newest checkpoint (every 20 steps),
+so a run stopped midway goes on where it stopped. Result: ``results/memory_span/<row>.json``.
 
-    python benchmarks/long_documents/kernel_memory.py --lever all-keys --row kerformer-b512-direct
-    python benchmarks/long_documents/kernel_memory.py --lever gated \\
-        --row kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048
+    python benchmarks/long_documents/kernel_memory.py --row kerformer-b512-direct-gate-lr0.1-mlm160
 """
 
 from __future__ import annotations
@@ -32,17 +27,11 @@ import shutil
 from common import LONG, ROWS, kept, read_result, set_threads, write_result
 from pretrain import add_budget_arguments
 
-LEVERS = {"all-keys": "memory_span", "gated": "memory_gate"}  # lever -> the result's kind
-LEVER_ROWS = ("kerformer-b512-direct", "kerformer-b512-direct-gate-lr0.1-mlm160",
-              *(f"kerformer-b512-direct-gate-lr0.1-mlm160{seed}-at8192-pieces2048" for seed in ("", "-seed2")))
+KIND = "memory_span"
+REMADE_ROWS = ("kerformer-b512-direct", "kerformer-b512-direct-gate-lr0.1-mlm160")
 
 
-def lever_settings(row, lever: str) -> dict:
-    """The attention settings ``lever`` converts ``row`` with (``all-keys`` acts through a class attribute)."""
-    return {**row.settings, "shared_normaliser": False} if lever == "gated" else row.settings
-
-
-def measure(row_name: str, lever: str, args) -> dict:
+def measure(row_name: str, args) -> dict:
     from hf_effattn import convert
     from hf_effattn.finetuning.checkpoints import checkpoint_root
     from hf_effattn.finetuning.masked_lm import main as run_mlm
@@ -51,39 +40,34 @@ def measure(row_name: str, lever: str, args) -> dict:
     import pretrain
 
     row = ROWS[row_name]
-    extended, trained = (pretrain.MODELS / f"{row_name}-{lever}-{row.length}-{stage}" for stage in ("extend", "mlm"))
-    if lever == "all-keys":
-        KernelAttention.mechanism_outside_window = False
+    extended, trained = (pretrain.MODELS / f"{row_name}-all-keys-{row.length}-{stage}" for stage in ("extend", "mlm"))
+    KernelAttention.mechanism_outside_window = False
     if not extended.is_dir():  # convert writes the folder whole or not at all
-        convert(str(pretrain.HEAD_FOLDER), row.attention, extended, attention_config=lever_settings(row, lever),
+        convert(str(pretrain.HEAD_FOLDER), row.attention, extended, attention_config=row.settings,
                 convert_attention=True, max_length=row.length)
-    before = {"loss_before_training": pretrain.evaluate_folder(extended, LONG, row.block)["loss"]} \
-        if lever == "gated" else {}
     command = pretrain.mlm_command(extended, trained, args, row=row)
     run_mlm(command[2:])  # after the interpreter and the script
     losses, far = long_range.folder_losses(trained, LONG, block=row.block)  # per token: paired with the chunks
-    result = {"lever": lever, "row": row_name, **before, **pretrain.evaluate_folder(trained, LONG, row.block),
-              "losses": losses, "far": far}
-    write_result(LEVERS[lever], row_name, result)
+    result = {"row": row_name, **pretrain.evaluate_folder(trained, LONG, row.block), "losses": losses, "far": far}
+    write_result(KIND, row_name, result)
     shutil.rmtree(checkpoint_root(trained), ignore_errors=True)  # the result is saved: nothing to resume
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--lever", choices=LEVERS, required=True, help="how the memory is built otherwise")
-    parser.add_argument("--row", choices=LEVER_ROWS, default=LEVER_ROWS[0], help="the Kerformer block row to remake")
+    parser.add_argument("--row", choices=REMADE_ROWS, default=REMADE_ROWS[0], help="the Kerformer block row to remake")
     parser.add_argument("--again", action="store_true", help="measure anew where the result exists")
     add_budget_arguments(parser)
     args = parser.parse_args()
     default = read_result("masked_lm", f"{args.row}_mlm")
     if default is None:
         raise SystemExit(f"error: run the benchmark's own row first: python pretrain.py --rows {args.row}")
-    if kept(LEVERS[args.lever], args.row, args.again):
+    if kept(KIND, args.row, args.again):
         return
     set_threads(1)
-    result = measure(args.row, args.lever, args)
-    print(f"the benchmark's memory: {default['loss']:.4f} nats; {args.lever}: {result['loss']:.4f}")
+    result = measure(args.row, args)
+    print(f"the memory over the other blocks: {default['loss']:.4f} nats; over every key: {result['loss']:.4f}")
 
 
 if __name__ == "__main__":

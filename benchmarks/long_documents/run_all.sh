@@ -77,7 +77,7 @@ case "${1:-}" in
     python long_range.py --readers local-b512-seed2@mlm
     python represent.py --readers $(readers "$blocks")
     python represent.py --length 8192 --readers $(readers "$blocks" @mlm)
-    python kernel_memory.py --lever all-keys   # after kerformer-b512-direct (lane blocks-B)
+    python kernel_memory.py   # after kerformer-b512-direct (lane blocks-B)
     ;;
   blocks-B)
     python pretrain.py --rows dba-b512 psf-b512 --stages extend transfer mlm
@@ -125,7 +125,7 @@ case "${1:-}" in
     python represent.py --readers $(readers "$longer" @mlm)
     python represent.py --length 8192 --readers $(readers "$longer" @mlm)
     python represent.py --length 8192 --readers $(for row in $longer; do echo "$row@mlm-window-alone"; done)
-    python kernel_memory.py --lever all-keys --row kerformer-b512-direct-gate-lr0.1-mlm160   # at 160 steps
+    python kernel_memory.py --row kerformer-b512-direct-gate-lr0.1-mlm160   # at 160 steps
     # pretrained at the length they read (8,192, each step as many tokens): Kerformer's memory, whose weight grows
     # past its pretraining's length, and PSF's blocks, which lose passages at 8,192; against the chunks pretrained so
     # (a training at 8,192 holds about 13 GB for PSF, 10 for Kerformer, 9 for the chunks: on a 24 GB machine PSF's
@@ -156,10 +156,12 @@ case "${1:-}" in
                        dba-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
     pretrain_and_read "singularformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
                        dba-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048"
-    # PSF's memory on the same pieces (one seed), and Kerformer's normalised on its own, mixed by a gate as theirs are
+    # PSF's memory on the same pieces, and Kerformer's normalised on its own, mixed by a gate as theirs are (both
+    # seeds of each)
     pretrain_and_read psf-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048
-    python kernel_memory.py --lever gated --row kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048
-    python kernel_memory.py --lever gated --row kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
+    pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048-gated
+                       kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048-gated"
+    pretrain_and_read psf-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -119,23 +119,20 @@ def test_the_length_lever_is_extended_to_and_pretrained_at_8192_against_the_same
     assert common.read_result("masked_lm", f"{name}_mlm")["tokens_trained"] == 160 * 4 * 2048
 
 
-@pytest.mark.parametrize("lever, row, length", [
-    ("all-keys", "kerformer-b512-direct-gate-lr0.1-mlm160", 2048),
-    ("gated", "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048", 8192)])
-def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, lever, row, length):
+def test_the_all_keys_lever_remakes_a_row_resumably(tmp_path, monkeypatch):
     """``kernel_memory.py``: the row's own budget (steps, the gates' learning rate, length and data), the memory over
-    every key while it trains (a class attribute) or the gated memory's setting saved with the model, the pretraining
-    continuing its newest checkpoint, the result under the row's name with its per-token losses, the checkpoints
-    gone once it is saved, and the converted model kept for a run that goes on."""
+    every key while it trains (a class attribute), the pretraining continuing its newest checkpoint, the result under
+    the row's name with its per-token losses, the checkpoints gone once it is saved, and the converted model kept for
+    a run that goes on."""
     import common
     import kernel_memory
     import long_range
-    import pieces
 
     import hf_effattn
     from hf_effattn.finetuning import masked_lm
     from hf_effattn.modeling.kernel_attention import KernelAttention
 
+    row = "kerformer-b512-direct-gate-lr0.1-mlm160"
     converted, trained, evaluated = [], [], []
 
     def convert(checkpoint, attention, output, **options):
@@ -143,7 +140,7 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
         output.mkdir(parents=True)
 
     def run_mlm(argv):
-        assert KernelAttention.mechanism_outside_window is (lever != "all-keys")  # set in this process only
+        assert KernelAttention.mechanism_outside_window is False  # set in this process only
         trained.append(argv)
         (Path(argv[argv.index("--output_dir") + 1]) / "checkpoints" / "step_20").mkdir(parents=True, exist_ok=True)
 
@@ -154,34 +151,27 @@ def test_a_kernel_memory_lever_remakes_a_row_resumably(tmp_path, monkeypatch, le
     monkeypatch.setattr(KernelAttention, "mechanism_outside_window", True)  # restored after the test
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
-    for module in (common, pieces):
-        monkeypatch.setattr(module, "DATA", tmp_path)
-    (tmp_path / "mlm_train_pieces2048.jsonl").write_text("built\n")  # pieces.py's file, tested with it
+    monkeypatch.setattr(common, "DATA", tmp_path)
     monkeypatch.setattr(hf_effattn, "convert", convert)
     monkeypatch.setattr(masked_lm, "main", run_mlm)
     monkeypatch.setattr(pretrain, "evaluate_folder", evaluate_folder)
     monkeypatch.setattr(long_range, "folder_losses", lambda folder, length, block: ([4.8, 5.0], [True, False]))
     budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
                              mlm_warmup_steps=8, again=False)
-    kernel_memory.measure(row, lever, budget)
-    argv, folder = trained[0], tmp_path / "models" / f"{row}-{lever}-{length}-mlm"
+    kernel_memory.measure(row, budget)
+    argv, folder = trained[0], tmp_path / "models" / f"{row}-all-keys-2048-mlm"
     (extended, options), = converted
-    assert extended == tmp_path / "models" / f"{row}-{lever}-{length}-extend" and options["max_length"] == length
-    assert options["attention_config"] == {**common.ROWS[row].settings, **({"shared_normaliser": False}
-                                                                          if lever == "gated" else {})}
+    assert extended == tmp_path / "models" / f"{row}-all-keys-2048-extend" and options["max_length"] == 2048
+    assert options["attention_config"] == common.ROWS[row].settings
     assert argv[argv.index("--max_train_steps") + 1] == "160"
     assert argv[argv.index("--mechanism_weight_learning_rate") + 1] == "0.1"
-    assert argv[argv.index("--max_seq_length") + 1] == str(length)
-    data = "mlm_train_pieces2048.jsonl" if lever == "gated" else "mlm_train.jsonl"
-    assert argv[argv.index("--train_file") + 1] == str(tmp_path / data)
+    assert argv[argv.index("--train_file") + 1] == str(tmp_path / "mlm_train.jsonl")
     assert argv[argv.index("--resume_from_checkpoint") + 1] == "latest" and argv[argv.index("--output_dir") + 1] \
         == str(folder)
-    before = [(extended.name, 2048, 512)] if lever == "gated" else []
-    assert evaluated == [*before, (folder.name, 2048, 512)]
-    result = common.read_result(kernel_memory.LEVERS[lever], row)
-    assert result["loss"] == 4.9 and result["losses"] == [4.8, 5.0] and result["lever"] == lever
-    assert ("loss_before_training" in result) == (lever == "gated") and not (folder / "checkpoints").exists()
-    kernel_memory.measure(row, lever, budget)
+    assert evaluated == [(folder.name, 2048, 512)]
+    result = common.read_result(kernel_memory.KIND, row)
+    assert result["loss"] == 4.9 and result["losses"] == [4.8, 5.0] and not (folder / "checkpoints").exists()
+    kernel_memory.measure(row, budget)
     assert len(converted) == 1 and len(trained) == 2  # the conversion kept, the pretraining run again
 
 
@@ -249,31 +239,39 @@ def test_the_block_tables_leave_out_what_no_stage_measured_and_name_the_rows_not
     assert "| `local-b512-plain`:" in block_tables.masked_lm_table()
 
 
-def test_the_gated_memory_is_paired_with_its_row_and_its_chunks_on_the_same_tokens(tmp_path, monkeypatch):
-    """``kernel_memory.py --lever gated``'s line of the block tables: its losses, gates, and the paired per-token
-    differences from the benchmark's row (the shared normaliser) and from the row's chunks, far against near."""
+def test_a_gated_row_is_its_row_with_the_setting_and_is_paired_with_it_on_the_same_tokens(tmp_path, monkeypatch):
+    """A ``-gated`` row: its row, converted with ``shared_normaliser`` False (saved with the model), pretrained with
+    the same budget; the block tables' line holds it against that row, before and after the pretraining, and on the
+    same masked tokens."""
     import json
 
     import block_tables
     import common
 
+    shared = "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
+    name = f"{shared}-gated"
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
+                             mlm_warmup_steps=8, again=False)
+    convert = pretrain.stage_command(ROWS[name], "extend", budget)
+    assert json.loads(convert[convert.index("--attention_config") + 1]) == {"local_block": 512,
+                                                                            "shared_normaliser": False}
+    mine, theirs = (pretrain.stage_command(ROWS[row], "mlm", budget) for row in (name, shared))
+    assert mine == [part.replace(f"{shared}-8192", f"{name}-8192") for part in theirs]  # the same budget and data
+    assert block_tables.control_of(name) == block_tables.control_of(shared)
+
     monkeypatch.setattr(common, "RESULTS", tmp_path)
-    name = "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
-    far = [True, True, False, False]
     results = {
-        ("masked_lm", f"{name}_mlm"): {"loss": 4.941},
+        ("masked_lm", f"{shared}_mlm"): {"loss": 4.941},
+        ("masked_lm", f"{name}_extend"): {"loss": 6.3},
+        ("masked_lm", f"{name}_mlm"): {"loss": 4.6},
         ("masked_lm", f"{block_tables.CHUNKS}_extend"): {"loss": 6.315},
-        ("long_range", f"{name}@mlm"): {"losses": [4.2, 4.2, 5.0, 5.0], "far": far},
-        ("long_range", "local-b512-mlm160-at8192-pieces2048@mlm"): {"losses": [4.5, 4.9, 5.5, 5.3], "far": far},
-        ("memory_gate", name): {"losses": [4.0, 4.2, 5.0, 5.0], "far": far, "loss": 4.6, "loss_before_training": 6.3,
-                                "loss_window_alone": 4.7, "mechanism_weights": [[0.1, 0.3], [0.2, 0.2]]},
+        ("long_range", f"{shared}@mlm"): {"losses": [4.2, 4.2, 5.0, 5.0], "far": [True] * 4},
+        ("long_range", f"{name}@mlm"): {"losses": [4.0, 4.2, 5.0, 5.0], "far": [True] * 4},
     }
     for (kind, result), values in results.items():
         (tmp_path / kind).mkdir(exist_ok=True)
         (tmp_path / kind / f"{result}.json").write_text(json.dumps(values))
     assert block_tables.kernel_memory_text() == (
         f"- `{name}`, the memory normalised on its own and mixed per head by a gate from 0.1: 6.3000 nats before any "
-        "training (the chunked reader 6.3150), 4.6000 after the same pretraining (the shared normaliser 4.9410; "
-        "memory off 4.7000): -0.050 ± 0.050 against the shared normaliser, -0.500 ± 0.082 against its chunks "
-        "(`local-b512-mlm160-at8192-pieces2048`); far minus near against the chunks -0.200 ± 0.141; gates 0.2 "
-        "[0.1, 0.3] from 0.1.")
+        f"training (the chunked reader 6.3150), 4.6000 after the pretraining against the shared normaliser's 4.9410 "
+        f"(`{shared}`) (-0.050 ± 0.050 a token).")

@@ -168,7 +168,7 @@ case "${1:-}" in
     python cost.py --length 2048 --repeats 3 --no_attention_dropout
     python cost.py --length 2048 --masked_lm --rows sdpa kerformer-w128 dba-w128 local-w128
     python cost.py --length 8192 --repeats 2 --no_attention_dropout
-    python cost.py --length 8192 --repeats 2 --no_attention_dropout --blocks   # the block rows (issue 33)
+    python cost.py --length 8192 --repeats 5 --no_attention_dropout --blocks   # the block rows (issue 33)
     python cost.py --length 8192 --repeats 5 --no_attention_dropout --fast_paths --rows local-b512 psf-b512
     ;;
   gpu)

@@ -247,7 +247,11 @@ def test_a_gated_row_is_its_row_with_the_setting_and_is_paired_with_it_on_the_sa
 
     import block_tables
     import common
+    import pieces
 
+    for module in (common, pieces):
+        monkeypatch.setattr(module, "DATA", tmp_path)
+    (tmp_path / "mlm_train_pieces2048.jsonl").write_text("built\n")  # pieces.py's file, tested with it
     shared = "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048"
     name = f"{shared}-gated"
     budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,

@@ -63,13 +63,12 @@ def every_token(mine: dict, theirs: dict) -> tuple[float, float]:
     return mean_and_error([a - b for a, b in zip(mine["losses"], theirs["losses"])])
 
 
-def start_of(row, settings: dict | None = None) -> float:
-    """Where the gates of ``row`` (with ``settings`` in place of its own, where given) start beside its blocks: its
-    setting, else its mechanism's default for those settings (kernelized 1e-4, the others and a gated memory 0.1)."""
+def start_of(row) -> float:
+    """Where the gates of ``row`` start beside its blocks: its setting, else its mechanism's default for its settings
+    (kernelized 1e-4, the others and a gated memory 0.1)."""
     from hf_effattn import build_settings, get_attention_class
 
-    settings = build_settings(row.attention, row.settings if settings is None else settings)
-    return get_attention_class(row.attention).gate_start(settings, blocks=True)
+    return get_attention_class(row.attention).gate_start(build_settings(row.attention, row.settings), blocks=True)
 
 
 def gates_text(weights: list | None, start: float) -> str:

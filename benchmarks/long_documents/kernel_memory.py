@@ -47,7 +47,7 @@ def measure(row_name: str, args) -> dict:
                 convert_attention=True, max_length=row.length)
     command = pretrain.mlm_command(extended, trained, args, row=row)
     run_mlm(command[2:])  # after the interpreter and the script
-    losses, far = long_range.folder_losses(trained, LONG, block=row.block)  # per token: paired with the chunks
+    losses, far = long_range.folder_losses(trained, LONG, block=row.block)  # per token: paired with the row
     result = {"row": row_name, **pretrain.evaluate_folder(trained, LONG, row.block), "losses": losses, "far": far}
     write_result(KIND, row_name, result)
     shutil.rmtree(checkpoint_root(trained), ignore_errors=True)  # the result is saved: nothing to resume

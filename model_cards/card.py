@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..model_classes import TASKS
-from ..modeling.attentions import describe_attention, get_attention_class
-from ..modeling.kernel_attention import KernelAttention
+from ..modeling.attentions import build_settings, describe_attention
+from ..modeling.kernel_attention import KernelSettings
 from ..modeling.load_report import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
@@ -270,6 +270,13 @@ def transformers_embedding_code(repo_id: str, embedding: SentenceEmbedding) -> s
     return "\n".join(lines) + "\n"
 
 
+def shares_normaliser(attention_type: str, attention_config: dict) -> bool:
+    """Whether the mechanism's terms sit under its local part's normaliser: a kernelized mechanism's setting
+    ``shared_normaliser`` in force (the others are mixed per head)."""
+    settings = build_settings(attention_type, attention_config)
+    return isinstance(settings, KernelSettings) and settings.shares_normaliser
+
+
 def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE_PATH):
     """The ``huggingface_hub.ModelCard`` of a fine-tuned model."""
     import torch
@@ -306,7 +313,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         local_block=content.attention_config.get("local_block"),
         global_tokens=content.attention_config.get("global_tokens"),
         local_window_every=content.attention_config.get("local_window_every", 1),
-        shared_normaliser=issubclass(get_attention_class(content.attention_type), KernelAttention),
+        shared_normaliser=shares_normaliser(content.attention_type, content.attention_config),
         lora=content.lora,
         extension=content.extension and {**content.extension, "parameters": ", ".join(
             f"`{name}`" for name in fold_layers(content.extension["parameters"]).split(", "))},

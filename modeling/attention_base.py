@@ -20,8 +20,9 @@ default, see ``local_window.py``): each token attends exactly, with softmax, to 
 ranks of it (and to the global tokens), and through the mechanism to the rest, in every layer or in one layer of
 ``local_window_every`` (the others run the mechanism alone). Two ways of putting the parts together:
 
-* kernelized mechanisms (``kernel_attention.py``) share one normaliser: the mechanism's terms stand for the keys
-  outside the window, weighted per head by ``sigma(mechanism_logit)`` (LoLCATs);
+* kernelized mechanisms (``kernel_attention.py``) share one normaliser (their setting ``shared_normaliser``, true
+  beside a window by default): the mechanism's terms stand for the keys outside the window, weighted per head by
+  ``sigma(mechanism_logit)`` (LoLCATs);
 * every other mechanism is mixed per head: ``(1 - sigma) window(x) + sigma mechanism(x)`` (:meth:`EfficientAttention.
   attend_with_window`).
 

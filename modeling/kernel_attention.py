@@ -21,8 +21,8 @@ and the mechanism's terms outside the window are those over every key (its usual
 window's keys, which the window's blocks give. Beside aligned blocks (``local_blocks.py``) the block's softmax
 enters with its own normaliser (its weights sum to 1), and the mechanism's terms outside the query's block are its
 summary over every key less its block's: the mechanism is a memory across the blocks. With the setting
-``shared_normaliser`` False (:class:`KernelSettings`) the mechanism is normalised on its own instead and mixed per
-head by the gate, as the mechanisms without feature maps are (``attention_base.py``).
+``shared_normaliser`` False (:class:`KernelSettings`; the default beside blocks) the mechanism is normalised on its
+own instead and mixed per head by the gate, as the mechanisms without feature maps are (``attention_base.py``).
 """
 
 from __future__ import annotations
@@ -40,17 +40,31 @@ from .local_window import RankOrder, at_least_float32
 @dataclass(frozen=True)
 class KernelSettings(AttentionSettings):
     """Base of the kernelized mechanisms' settings. ``shared_normaliser``: beside a local part (``local_window`` or
-    ``local_block``), True (the default) puts the mechanism's terms under the exact part's normaliser (the module
-    docstring); False normalises the mechanism on its own and mixes it per head by the gate, ``(1 - sigma) local +
-    sigma mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do."""
+    ``local_block``), True puts the mechanism's terms under the exact part's normaliser (the module docstring);
+    False normalises the mechanism on its own and mixes it per head by the gate, ``(1 - sigma) local + sigma
+    mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do. None (the default):
+    True beside a window, False beside blocks, where the gated memory was measured better (docs/local-blocks.md);
+    :attr:`shares_normaliser` is the value in force."""
 
-    shared_normaliser: bool = setting(True, bool)
+    shared_normaliser: bool | None = setting(None, bool, none_means="true beside a window, false beside blocks")
+
+    @classmethod
+    def as_saved(cls, saved: dict) -> dict:
+        """A block model saved before ``shared_normaliser`` existed shared its blocks' normaliser: so it reloads."""
+        if "shared_normaliser" in saved or saved.get("local_block") is None:
+            return saved
+        return {**saved, "shared_normaliser": True}
+
+    @property
+    def shares_normaliser(self) -> bool:
+        """Whether the mechanism's terms go under the local part's normaliser (``shared_normaliser`` resolved)."""
+        return self.local_block is None if self.shared_normaliser is None else self.shared_normaliser
 
     def check_window(self, max_length: int | None) -> None:
         super().check_window(max_length)
-        require(self.shared_normaliser or self.local_window is not None or self.local_block is not None,
-                "shared_normaliser", self.shared_normaliser, "True without a local part (it says how the mechanism "
-                "joins a window or blocks): set local_window or local_block")
+        require(self.shared_normaliser is not False or self.local_window is not None or self.local_block is not None,
+                "shared_normaliser", self.shared_normaliser, "True or None without a local part (it says how the "
+                "mechanism joins a window or blocks): set local_window or local_block")
 
 
 class KernelAttention(EfficientAttention):
@@ -64,9 +78,9 @@ class KernelAttention(EfficientAttention):
 
     @classmethod
     def default_gate_start(cls, settings: KernelSettings, blocks: bool) -> float:
-        """Under the local part's normaliser, this class's defaults; mixed by the gate (``shared_normaliser``
+        """Under the local part's normaliser, this class's defaults; mixed by the gate (``shares_normaliser``
         False), the mixed mechanisms' (``EfficientAttention``'s)."""
-        owner = KernelAttention if settings.shared_normaliser else EfficientAttention
+        owner = KernelAttention if settings.shares_normaliser else EfficientAttention
         return owner.block_mechanism_weight if blocks else owner.window_mechanism_weight
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
@@ -105,8 +119,8 @@ class KernelAttention(EfficientAttention):
                            output_attentions=False) -> AttentionOutput:
         """The exact local part (the window or the aligned blocks) and the mechanism under one normaliser: the local
         part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token. With
-        ``shared_normaliser`` False, mixed per head as the other mechanisms are (the base class's)."""
-        if self.parts == "window" or not self.settings.shared_normaliser:
+        ``shares_normaliser`` False, mixed per head as the other mechanisms are (the base class's)."""
+        if self.parts == "window" or not self.settings.shares_normaliser:
             return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
         query, key, value = self.project(hidden_states)
         query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))

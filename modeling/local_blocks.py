@@ -18,10 +18,10 @@ the gate ``sigma = sigmoid(mechanism_logit)``, which starts near zero: the conve
 reader, and training adds what the memory carries (Infini-attention's design, Munkhdalai et al. 2024, Sec. 2.1,
 made bidirectional for an encoder):
 
-* mechanisms without feature maps are mixed per head, ``(1 - sigma) blocks(x) + sigma mechanism(x)``
-  (``attention_base.py``);
-* kernelized mechanisms (``kernel_attention.py``) share one normaliser with the block's softmax, whose terms enter
-  with the block's own normaliser (a block row's softmax weights sum to 1)::
+* every mechanism is mixed per head, ``(1 - sigma) blocks(x) + sigma mechanism(x)`` (``attention_base.py``), the
+  kernelized ones too by default (their setting ``shared_normaliser`` None or False, measured better);
+* a kernelized mechanism (``kernel_attention.py``) with ``shared_normaliser`` True shares one normaliser with the
+  block's softmax, whose terms enter with the block's own normaliser (a block row's softmax weights sum to 1)::
 
       out_i = ((1 - sigma) sum_{j exact} p_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
               / ((1 - sigma)                    + sigma sum_{j outside} phi(q_i).varphi(k_j))

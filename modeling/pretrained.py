@@ -37,7 +37,7 @@ from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
 from .attentions import EfficientAttention, build_settings, get_attention_class, list_attentions
-from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin
+from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin, saved_attention
 from .extension_checks import check_fits_in_memory, window_checked_when_extended
 from .load_report import log_loading_report, transformers_load_report_held_back
 from .local_window import LocalPart
@@ -216,7 +216,9 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         """Our config from a checkpoint's ``config.json`` dict, and the ``kwargs`` it did not use."""
         source_type = source.get("model_type")
         config_dict = without_file_keys(source)
-        if source_type != cls.config_class.model_type:
+        if source_type == cls.config_class.model_type:
+            config_dict["attention_config"] = saved_attention(source)[1]
+        else:
             overrides = cls.source_config_overrides.get(source_type, {})
             config_dict = {**cls.source_defaults(source_type), **config_dict, **overrides}
         return cls.config_class.from_dict(
@@ -314,7 +316,7 @@ def register_auto_classes(family: type[EffAttnPreTrainedModel], auto_classes: di
 def check_same_attention(source: dict, config, path, convert_attention: bool) -> None:
     """Raise when ``config`` asks for another mechanism or other settings than the checkpoint of this family
     was saved with, unless ``convert_attention`` (then log the conversion)."""
-    saved = (source.get("attention_type", "sdpa"), source.get("attention_config"))
+    saved = saved_attention(source)
     requested = (config.attention_type, config.attention_config)
     if saved[0] == requested[0] and build_settings(*saved) == build_settings(*requested):
         return

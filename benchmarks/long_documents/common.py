@@ -11,6 +11,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 DATA, RESULTS, MODELS = HERE / "data", HERE / "results", HERE / "models"
 MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
+# A kernelized memory beside the blocks as the benchmark's block rows measured it: under the blocks' normaliser
+# (the setting's default beside blocks has since become the gated memory, measured better: the rows named ``-gated``)
+AS_MEASURED = {"kerformer": {"shared_normaliser": True}}
 LONG, SHORT = 2048, 512
 LONGEST = 8192  # the longest reading: retrieval over the documents that long, and the length a lever pretrains at
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
@@ -81,8 +84,9 @@ def blocks(mechanism: str, lever: tuple[str, str] = ("", ""), settings: dict | N
     alone = mechanism == "local"  # the chunked reader: nothing to transfer, pretrained straight away
     what = "blocks of 512 alone: the chunked reader as one model" if alone else \
         f"{mechanism} as a memory across blocks of 512"
-    return Row(f"{mechanism}-b{BLOCK}{suffix}", mechanism, {"local_block": BLOCK, **(settings or {})}, framed=framed,
-               what=what + (f", {note}" if note else ""), **{"direct": alone, **budget})
+    return Row(f"{mechanism}-b{BLOCK}{suffix}", mechanism,
+               {"local_block": BLOCK, **AS_MEASURED.get(mechanism, {}), **(settings or {})},
+               framed=framed, what=what + (f", {note}" if note else ""), **{"direct": alone, **budget})
 
 
 def pretrained_at(length: int) -> tuple[str, str]:
@@ -107,14 +111,15 @@ def longer_blocks(mechanism: str, suffix: str, note: str, seed: int | None, leng
 
 def in_pieces(row: Row, size: int = LONG) -> Row:
     """``row`` pretrained on its documents cut into shuffled pieces of ``size`` word-pieces: at ``LONGEST``, each
-    block reads pieces of several documents drawn apart, as the four blocks of a step at ``LONG`` are."""
+    block reads pieces of several documents drawn apart, as the four blocks of a step at ``LONG`` are (at ``LONG``,
+    the chunks' row: whether the pieces or the length made the difference)."""
     return replace(row, name=f"{row.name}-pieces{size}", pieces=size,
                    what=f"{row.what}, on its documents in shuffled pieces of {size:,} tokens")
 
 
 def gated(row: Row) -> Row:
     """``row``, a kernelized mechanism's block row, with its memory normalised on its own and mixed per head by its
-    gate (``shared_normaliser`` False), as Singularformer's, DBA's and PSF's are."""
+    gate (``shared_normaliser`` False, now the default beside blocks), as Singularformer's, DBA's and PSF's are."""
     return replace(row, name=f"{row.name}-gated", settings={**row.settings, "shared_normaliser": False},
                    what=f"{row.what}, the memory normalised on its own and gated")
 
@@ -155,6 +160,8 @@ ROWS = {row.name: row for row in [
       for mechanism in mechanisms),
     *(in_pieces(longer_blocks("psf", *seed, length=LONGEST)) for seed in SEEDS),
     *(gated(in_pieces(longer_blocks("kerformer", *seed, length=LONGEST))) for seed in SEEDS),
+    *(gated(longer_blocks("kerformer", *seed)) for seed in SEEDS),
+    in_pieces(longer_blocks("local", *SEEDS[0])),
 ]}
 
 

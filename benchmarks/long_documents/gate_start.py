@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import argparse
 
-from common import BLOCK, LONG, MECHANISMS, default_device, kept, markdown_table, read_result, set_threads, \
-    write_result
+from common import AS_MEASURED, BLOCK, LONG, MECHANISMS, default_device, kept, markdown_table, read_result, \
+    set_threads, write_result
 
 KIND = "gate_start"
 GATES = (1e-1, 1e-2, 1e-3, 1e-4, 1e-5, 1e-6)
@@ -26,13 +26,14 @@ TOLERANCE = 0.01  # nats: the converted model "is" the chunked reader within thi
 
 def loss_at(mechanism: str, gate: float | None) -> float:
     """The framed held-out loss at 2,048 of ``mechanism`` beside blocks of 512 with the gate starting at ``gate``
-    (None: the blocks alone, ``local``)."""
+    (None: the blocks alone, ``local``); a kernelized memory under the blocks' normaliser, as the rows measured it."""
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
     from pretrain import HEAD_FOLDER, heldout_loss
 
-    settings = {"local_block": BLOCK} if gate is None else {"local_block": BLOCK, "initial_mechanism_weight": gate}
+    settings = {"local_block": BLOCK, **AS_MEASURED.get(mechanism, {})}
+    settings = settings if gate is None else {**settings, "initial_mechanism_weight": gate}
     model = EffAttnRobertaForMaskedLM.from_pretrained(HEAD_FOLDER, attention_type=mechanism, convert_attention=True,
                                                       attention_config=settings, max_length=LONG)
     return heldout_loss(model.to(default_device()), AutoTokenizer.from_pretrained(HEAD_FOLDER), LONG, BLOCK)["loss"]

@@ -1,9 +1,10 @@
 #!/usr/bin/env python
 """Kerformer's memory beside aligned blocks, built over every key instead of the keys outside each block.
 
-By default a kernelized memory shares one normaliser with the block's softmax (the setting ``shared_normaliser``),
-and its terms stand for the keys outside the query's block (the class attribute
-``KernelAttention.mechanism_outside_window``): each key counted once, the block's own by its exact softmax. This
+Under the shared normaliser (the setting ``shared_normaliser`` True, as the benchmark's Kerformer block rows have
+it) a kernelized memory shares one normaliser with the block's softmax, and its terms stand for the keys outside the
+query's block (the class attribute ``KernelAttention.mechanism_outside_window``): each key counted once, the
+block's own by its exact softmax. This
 remakes a Kerformer block row of the benchmark with the memory's terms for every key, the block's own counted twice
 (the class attribute False, in this process: it is not saved with the model), on the row's own budget. (The other
 way to build it, normalised on its own and mixed per head by a gate, is a setting saved with the model: the

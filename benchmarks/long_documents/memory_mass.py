@@ -106,7 +106,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", nargs="+", required=True, choices=[
         name for name, row in ROWS.items() if row.block and row.attention == "kerformer"
-        and row.settings.get("shared_normaliser", True)])  # a gated memory's share is its gate
+        and row.settings.get("shared_normaliser") is True])  # a gated memory's share is its gate
     parser.add_argument("--again", action="store_true", help="measure a row even where its result exists")
     args = parser.parse_args()
     set_threads(1)

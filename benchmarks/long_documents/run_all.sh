@@ -162,6 +162,10 @@ case "${1:-}" in
     pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-at8192-pieces2048-gated
                        kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048-gated"
     pretrain_and_read psf-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048
+    # Kerformer's gated memory pretrained at 2,048 too (both seeds, against the shared normaliser's rows there)
+    pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-gated kerformer-b512-direct-gate-lr0.1-mlm160-seed2-gated"
+    # the chunks pretrained at 2,048 on the same pieces: whether the pieces or the length made their loss lower
+    pretrain_and_read local-b512-mlm160-pieces2048
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

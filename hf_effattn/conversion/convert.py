@@ -46,7 +46,7 @@ from ..hub_or_local import check_found, check_hub_id
 from ..hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
 from ..model_cards import CardContent, card_base_model, card_license, converted_kind, write_model_card
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
-from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair
+from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair, saved_attention
 from ..modeling.settings import Spec, checked
 from ..output_folders import Input, prepare_output_folder, written_into_place
 from ..sentence_transformers_folder import copy_sentence_transformers_modules, sentence_embedding
@@ -159,10 +159,9 @@ def input_size_argument(argument: str, family: str, **sizes) -> dict:
 def requested_attention(source: dict, attention_type: str | None, attention_config: dict | None) -> tuple[str, dict]:
     """The mechanism and settings the conversion asks for, as ``from_pretrained`` reads them: the checkpoint's own
     mechanism without ``attention_type``, and ``attention_config`` over its settings when the mechanism stays."""
-    saved_type = source.get("attention_type", "sdpa")
+    saved_type, saved = saved_attention(source)
     chosen = attention_type or saved_type
-    saved = source.get("attention_config") if chosen == saved_type else None
-    return chosen, {**(saved or {}), **(attention_config or {})}
+    return chosen, {**((saved if chosen == saved_type else None) or {}), **(attention_config or {})}
 
 
 def check_request(family: str, task: str, attention_type: str, attention_config: dict | None,

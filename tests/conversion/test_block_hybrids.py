@@ -9,6 +9,7 @@ import json
 import math
 
 import pytest
+import torch
 import transformers
 
 import hf_effattn
@@ -37,14 +38,14 @@ def test_convert_takes_the_checkpoints_own_length_as_blocks_and_trains_the_gates
     assert model.config.attention_config["local_block"] == OWN_LENGTH
     report = json.loads((tmp_path / "out" / "attention_transfer.json").read_text())
     assert report["mechanism_weight_learning_rate"] == 0.5
-    start = hf_effattn.get_attention_class("kerformer").block_mechanism_weight
+    start = hf_effattn.get_attention_class("dba").block_mechanism_weight  # a gated memory's: the default beside blocks
     for layer, weights in zip(report["layers"], mechanism_weights(model)):
         assert layer["mechanism_weight"] == pytest.approx(weights)
         # three Adam steps of about 0.5 each in the logit: the gates are measurably away from their start
         assert all(abs(math.log(w / (1 - w)) - math.log(start / (1 - start))) > 0.3 for w in weights)
     card = (tmp_path / "out" / "README.md").read_text()
     assert "## Aligned blocks" in card and f"its own block of {OWN_LENGTH}" in card
-    assert "(the gates at their own" in card
+    assert "(the gates at their own" in card and "the two outputs mixed per head" in card  # the default: gated
 
 
 def test_masked_lm_pretraining_moves_the_gates_at_their_own_rate_only(tmp_path):
@@ -84,7 +85,7 @@ def test_masked_lm_pretraining_moves_the_gates_at_their_own_rate_only(tmp_path):
     (["--attention_type", "kerformer", "--initial_mechanism_weight", "0.1"],
      "initial_mechanism_weight=0.1: it must be None without a local part"),
     (["--attention_type", "kerformer", "--attention_config", '{"shared_normaliser": false}'],
-     "shared_normaliser=False: it must be True without a local part"),
+     "shared_normaliser=False: it must be True or None without a local part"),
     (["--attention_type", "dba", "--local_block", "16", "--attention_config", '{"shared_normaliser": false}'],
      r"Unknown setting\(s\) shared_normaliser for attention 'dba'"),
     (["--attention_type", "sdpa", "--local_block", "16"], "use attention_type='local'"),
@@ -95,6 +96,31 @@ def test_blocks_are_refused_in_one_line_before_anything_is_written(options, mess
     import re
 
     assert re.search(message, convert_refusal(capsys, tmp_path, tiny_text_checkpoint(), *options))
+
+
+def test_a_kerformer_block_model_saved_before_the_gated_default_reloads_as_it_trained(tmp_path):
+    """A Kerformer block model whose ``config.json`` has no ``shared_normaliser`` (saved before the setting existed,
+    when its memory shared the blocks' normaliser) reloads under that normaliser, installed or as remote code, with
+    the outputs it was saved with; the same weights under the default (None: gated beside blocks) are another
+    model."""
+    folder = tmp_path / "old"
+    hf_effattn.convert(tiny_text_checkpoint(), "kerformer", folder, local_block=OWN_LENGTH, max_length=2 * OWN_LENGTH,
+                       attention_config={"shared_normaliser": True, "initial_mechanism_weight": 0.3})
+    saved = hf_effattn.EffAttnRobertaModel.from_pretrained(folder).eval()
+    assert "under one normaliser shared with the block's softmax" in (folder / "README.md").read_text()
+    config = json.loads((folder / "config.json").read_text())
+    del config["attention_config"]["shared_normaliser"]
+    (folder / "config.json").write_text(json.dumps(config))
+    input_ids = torch.randint(3, NUM_WORDS, (2, 2 * OWN_LENGTH - 2))
+    for reloaded in (hf_effattn.EffAttnRobertaModel.from_pretrained(folder),
+                     transformers.AutoModel.from_pretrained(folder, trust_remote_code=True)):
+        assert reloaded.config.attention_config["shared_normaliser"] is True
+        torch.testing.assert_close(reloaded.eval()(input_ids).last_hidden_state, saved(input_ids).last_hidden_state)
+    gated = hf_effattn.EffAttnRobertaModel.from_pretrained(folder, attention_config={"shared_normaliser": None},
+                                                          convert_attention=True).eval()
+    assert gated.config.attention_config["shared_normaliser"] is None
+    difference = gated(input_ids).last_hidden_state - saved(input_ids).last_hidden_state
+    assert difference.abs().max() > 1e-3  # the memory mixed by its gate
 
 
 @pytest.mark.parametrize("options", [["--local_block"], ["--local_block", "16"]], ids=["own-length", "sized"])

@@ -31,19 +31,24 @@ PADDINGS = ("none", "right", "left", "holes")  # "none": no padding mask at all 
 PATHS = ("exact", "fast")  # the modes of fast_paths compared
 # The local parts beside which the mechanisms that take one run (as "<name>+<part>"; "local" alone is the window
 # alone), one setting each for the whole lane, so that each mechanism's fast path compiles once per dtype and mask:
-# the window beside every mechanism, the aligned blocks beside the four seeds', one kernelized baseline, and alone.
+# the window beside every mechanism, the aligned blocks beside the four seeds', one kernelized baseline, and alone,
+# and the kernelized ones' memory under the blocks' normaliser ("shared-blocks"; gated by default).
 LOCAL_PARTS = {"window": {"local_window": 32, "global_tokens": 1},
                "blocks": {"local_block": 24, "global_tokens": 1}}
+LOCAL_PARTS["shared-blocks"] = {**LOCAL_PARTS["blocks"], "shared_normaliser": True}
 BESIDE_BLOCKS = ("local", "singularformer", "kerformer", "dba", "psf", "linear")
+SHARING_BLOCKS = ("kerformer", "linear")
 
 
 def cases() -> list[str]:
     """Every registered mechanism alone (``local``: the window alone), then each that takes a local part beside
-    the window, and :data:`BESIDE_BLOCKS` beside the blocks, as ``<name>+<part>``."""
+    the window, :data:`BESIDE_BLOCKS` beside the blocks and :data:`SHARING_BLOCKS` under their normaliser, as
+    ``<name>+<part>``."""
     names = hf_effattn.list_attentions()
     windowed = [f"{name}+window" for name in names
                 if hf_effattn.get_attention_class(name).takes_local_window and name != "local"]
-    return names + windowed + [f"{name}+blocks" for name in BESIDE_BLOCKS]
+    return (names + windowed + [f"{name}+blocks" for name in BESIDE_BLOCKS]
+            + [f"{name}+shared-blocks" for name in SHARING_BLOCKS])
 
 
 def local_part(case: str) -> dict:

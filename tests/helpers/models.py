@@ -19,13 +19,14 @@ MECHANISMS = ["singularformer", "kerformer", "dba", "psf", "eager", "sdpa", "lin
               "linformer", "cosformer", "local"]
 # Beside a window: one kernelized, one mixed with state, one without q/k; beside aligned blocks: one of each way of
 # mixing (one normaliser, a gate per head).
-HYBRIDS = ["kerformer+window", "dba+window", "psf+window", "kerformer+blocks", "dba+blocks", "kerformer+gated-blocks"]
+HYBRIDS = ["kerformer+window", "dba+window", "psf+window", "kerformer+blocks", "dba+blocks", "kerformer+shared-blocks"]
 # The window of the "local" and "<name>+window" cases, for texts (up to 18 tokens) and images (5 tokens), and the
-# blocks of the "<name>+blocks" cases ("+gated-blocks": a kernelized memory mixed by its gate, shared_normaliser off).
+# blocks of the "<name>+blocks" cases (a kernelized memory mixed by its gate, the default; "+shared-blocks": under the
+# blocks' normaliser, shared_normaliser on).
 TEXT_WINDOW, VISION_WINDOW = {"local_window": 6, "global_tokens": 1}, {"local_window": 4, "global_tokens": 1}
 LOCAL_PARTS = {"window": (TEXT_WINDOW, VISION_WINDOW),
                "blocks": ({"local_block": 6, "global_tokens": 1}, {"local_block": 2, "global_tokens": 1})}
-LOCAL_PARTS["gated-blocks"] = tuple({**part, "shared_normaliser": False} for part in LOCAL_PARTS["blocks"])
+LOCAL_PARTS["shared-blocks"] = tuple({**part, "shared_normaliser": True} for part in LOCAL_PARTS["blocks"])
 PAD = 1  # RoBERTa's pad_token_id
 # The real all-MiniLM-L6-v2, as it ships: the test extra installs it; None where it is not (the device lane, run on
 # a GPU machine with no registry, needs none of it).

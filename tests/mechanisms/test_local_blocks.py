@@ -42,25 +42,38 @@ def test_blocks_alone_equal_the_masked_softmax_reference(blocks):
 @pytest.mark.parametrize("blocks", ["s8", "s16-g3"])
 @pytest.mark.parametrize("name", [name for name in WINDOWED if name != "performer"])
 def test_mechanism_beside_the_blocks_equals_its_reference(name, blocks):
-    """Kernelized mechanisms under one normaliser with the block's softmax, the others mixed per head (the
-    references' docstring); Performer's features are stabilised per query row in the fast path, so only its own
+    """Every mechanism mixed per head by its gate, the kernelized ones too by default (the references' docstring);
+    Performer's features are stabilised per query row in the fast path, so only its own
     matrix stands for it (next test)."""
     assert_matches_reference(blocked(name, BLOCKS[blocks]))
 
 
 @pytest.mark.parametrize("name", KERNELIZED)
-def test_a_memory_over_every_key_equals_its_reference(name, monkeypatch):
-    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", False)
-    assert_matches_reference(blocked(name, BLOCKS["s16-g3"]))
+def test_a_memory_under_the_blocks_normaliser_equals_its_reference(name):
+    """``shared_normaliser`` True: the kernelized memory's terms under one normaliser with the block's softmax, its
+    gate starting at the kernelized mechanisms' own value."""
+    attn = blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": True})
+    assert attn.window.initial_mechanism_weight == KernelAttention.block_mechanism_weight
+    assert_matches_reference(attn)
 
 
 @pytest.mark.parametrize("name", KERNELIZED)
-def test_a_memory_mixed_by_its_gate_equals_its_reference(name):
-    """``shared_normaliser`` False: the kernelized memory normalised on its own and mixed per head, ``(1 - sigma)
-    blocks + sigma mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do."""
-    attn = blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": False})
+def test_a_memory_over_every_key_equals_its_reference(name, monkeypatch):
+    monkeypatch.setattr(KernelAttention, "mechanism_outside_window", False)
+    assert_matches_reference(blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": True}))
+
+
+@pytest.mark.parametrize("name", KERNELIZED)
+def test_a_kernelized_memory_is_mixed_by_its_gate_by_default(name):
+    """Beside blocks ``shared_normaliser`` None means False: the memory normalised on its own and mixed per head,
+    ``(1 - sigma) blocks + sigma mechanism``, from the mixed mechanisms' start; False gives the same model."""
+    attn = blocked(name, BLOCKS["s16-g3"])
+    assert attn.settings.shared_normaliser is None and not attn.settings.shares_normaliser
     assert attn.window.initial_mechanism_weight == hf_effattn.get_attention_class("dba").block_mechanism_weight
-    assert_matches_reference(attn)
+    gated = blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": False})
+    gated.load_state_dict(attn.state_dict())
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    torch.testing.assert_close(gated(x, mask).context, attn(x, mask).context, rtol=0, atol=0)
 
 
 def chunked_softmax(attn, x: torch.Tensor, mask: torch.Tensor, size: int) -> list[torch.Tensor]:
@@ -173,7 +186,7 @@ def test_memory_grows_linearly_and_never_quadratically(name):
     ({"local_block": 4, "global_tokens": 5}, "global_tokens=5: it must be at most local_block=4"),
     ({"local_block": 8, "local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
     ({"initial_mechanism_weight": 0.1}, "initial_mechanism_weight=0.1: it must be None without a local part"),
-    ({"shared_normaliser": False}, "shared_normaliser=False: it must be True without a local part"),
+    ({"shared_normaliser": False}, "shared_normaliser=False: it must be True or None without a local part"),
     ({"local_block": 8, "initial_mechanism_weight": 1.0}, r"initial_mechanism_weight=1.0: it must be a finite number "
                                                           r"> 0 and < 1"),
 ])
@@ -192,7 +205,7 @@ def test_local_takes_blocks_instead_of_its_default_window():
 
 
 def test_the_gate_starts_at_its_default_or_at_the_setting():
-    for name, setting, weight in (("kerformer", None, KernelAttention.block_mechanism_weight),
+    for name, setting, weight in (("kerformer", None, hf_effattn.get_attention_class("dba").block_mechanism_weight),
                                   ("dba", None, hf_effattn.get_attention_class("dba").block_mechanism_weight),
                                   ("dba", 0.2, 0.2)):
         model = hf_effattn.create_model(f"roberta-base/{name}", local_block=8, initial_mechanism_weight=setting,

@@ -143,9 +143,9 @@ def test_describe_attention_paper_defaults():
     assert hf_effattn.describe_attention("linformer")["defaults"] == {**NO_LOCAL_PART, "projected_length": 256,
                                                                       "share_kv": True}
     assert hf_effattn.describe_attention("performer")["defaults"] == {
-        **NO_LOCAL_PART, "shared_normaliser": True, "num_features": 256, "redraw_interval": None, "feature_seed": 0
+        **NO_LOCAL_PART, "shared_normaliser": None, "num_features": 256, "redraw_interval": None, "feature_seed": 0
     }
     for kernelized in ("linear", "cosformer"):  # beside a local part, its terms under the exact part's normaliser
-        assert hf_effattn.describe_attention(kernelized)["defaults"] == {**NO_LOCAL_PART, "shared_normaliser": True,
+        assert hf_effattn.describe_attention(kernelized)["defaults"] == {**NO_LOCAL_PART, "shared_normaliser": None,
                                                                          "eps": 1e-6}
     assert hf_effattn.describe_attention("local")["defaults"] == {**NO_LOCAL_PART, "local_window": 128}

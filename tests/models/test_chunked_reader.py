@@ -106,16 +106,19 @@ def test_the_real_minilm_with_its_own_blocks_reads_a_long_text_as_it_reads_each_
     torch.testing.assert_close(hidden, expected, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("attention_type, setting", [("kerformer", None), ("dba", None), ("dba", 0.3)])
-def test_a_checkpoint_converted_to_blocks_starts_its_gates_at_the_documented_value(attention_type, setting, tmp_path):
+@pytest.mark.parametrize("attention_type, settings, expected", [
+    ("kerformer", {}, 0.1), ("kerformer", {"shared_normaliser": True}, 1e-4), ("dba", {}, 0.1),
+    ("dba", {"initial_mechanism_weight": 0.3}, 0.3)])
+def test_a_checkpoint_converted_to_blocks_starts_its_gates_at_the_documented_value(attention_type, settings, expected,
+                                                                                 tmp_path):
     """The gates are new parameters of a converted checkpoint: initialised (never left as allocated), at the
-    mechanism's default beside blocks or at ``initial_mechanism_weight``."""
+    documented default beside blocks (0.1 for a memory mixed per head, every mechanism's by default; 1e-4 for a
+    kernelized one under the blocks' normaliser) or at ``initial_mechanism_weight``."""
     from hf_effattn.hybrid_parts import mechanism_weights
 
     save_source(RobertaModel, "roberta", tmp_path)
     model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type=attention_type, local_block=CHUNK,
-                                                           initial_mechanism_weight=setting, max_length=LONG)
-    expected = setting or hf_effattn.get_attention_class(attention_type).block_mechanism_weight
+                                                           attention_config=settings, max_length=LONG)
     assert mechanism_weights(model) == [pytest.approx([expected] * 2)] * 2
 
 

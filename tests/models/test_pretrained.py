@@ -182,7 +182,7 @@ def test_auto_class_converts_an_own_checkpoint_explicitly(tmp_path):
                                    saved.encoder.layer[1].attention.self.get_submodule(name).weight)
     channel = transformers.AutoModel.from_pretrained(tmp_path, attention_config={"se_mode": "none"},
                                                      convert_attention=True)
-    assert channel.config.attention_config == {**NO_LOCAL_PART, "shared_normaliser": True, "se_mode": "none",
+    assert channel.config.attention_config == {**NO_LOCAL_PART, "shared_normaliser": None, "se_mode": "none",
                                                "se_reduction": 4, "eps": 1e-6}
 
 

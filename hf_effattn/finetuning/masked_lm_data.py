@@ -73,7 +73,8 @@ def add_masked_lm_data_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument("--shuffled_pieces", type=positive_int, default=None, metavar="TOKENS",
                        help="Cut each training text at word starts into pieces of this many tokens and shuffle them "
                             "(with --seed) before the blocks are cut, so that a long block reads pieces of several "
-                            "texts drawn apart (e.g. 2048 with --max_seq_length 8192); below --max_seq_length.")
+                            "texts drawn apart (e.g. 2048 with --max_seq_length 2048 or 8192); at most "
+                            "--max_seq_length.")
     group.add_argument("--mlm_probability", type=probability, default=0.15,
                        help="The fraction of tokens masked and predicted (default 0.15, as BERT).")
 

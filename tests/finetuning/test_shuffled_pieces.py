@@ -73,7 +73,7 @@ def test_run_mlm_trains_on_the_shuffled_pieces_and_evaluates_on_the_texts_whole(
     assert blocks(train)[0][0].tolist() != trained[0].tolist()
 
 
-def test_pieces_are_refused_line_by_line_and_at_the_block_s_length():
+def test_pieces_are_refused_line_by_line_and_above_the_block_s_length():
     def refused(*options) -> str:
         args = parse_args(["--model_name_or_path", "m", "--output_dir", "out", "--train_file", "t.txt", *options])
         with pytest.raises(ValueError) as error:
@@ -82,10 +82,11 @@ def test_pieces_are_refused_line_by_line_and_at_the_block_s_length():
 
     assert refused("--shuffled_pieces", "64", "--line_by_line").startswith(
         "--shuffled_pieces cuts texts that are concatenated into blocks; --line_by_line reads each text alone")
-    assert refused("--shuffled_pieces", "2048", "--max_seq_length", "2048") == (
-        "--shuffled_pieces 2048 is not below --max_seq_length 2048: each block would read one piece. Give a piece a "
-        "fraction of the block (e.g. --shuffled_pieces 512), or drop the option.")
-    check_shuffled_pieces(parse_args(["--model_name_or_path", "m", "--output_dir", "out", "--train_file", "t.txt",
-                                      "--shuffled_pieces", "128"]))  # below the default 512: accepted
+    assert refused("--shuffled_pieces", "2049", "--max_seq_length", "2048") == (
+        "--shuffled_pieces 2049 is above --max_seq_length 2048: each block would read a part of one piece. Give a "
+        "piece the block's length or less (e.g. --shuffled_pieces 2048), or drop the option.")
+    for size in ("128", "512"):  # below and at the default 512: accepted
+        check_shuffled_pieces(parse_args(["--model_name_or_path", "m", "--output_dir", "out", "--train_file", "t.txt",
+                                          "--shuffled_pieces", size]))
     with pytest.raises(SystemExit):
         parse_args(["--model_name_or_path", "m", "--output_dir", "out", "--shuffled_pieces", "0"])

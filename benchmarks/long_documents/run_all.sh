@@ -166,6 +166,9 @@ case "${1:-}" in
     pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-gated kerformer-b512-direct-gate-lr0.1-mlm160-seed2-gated"
     # the chunks pretrained at 2,048 on the same pieces: whether the pieces or the length made their loss lower
     pretrain_and_read local-b512-mlm160-pieces2048
+    # and the block hybrids on those pieces at 2,048, against them
+    pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-pieces2048-gated
+                       singularformer-b512-direct-gate-lr0.1-mlm160-pieces2048"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -199,7 +199,7 @@ def kernel_memory_text() -> str:
                          f"the same pretraining, over every key (each block's own counted twice) "
                          f"{every_key['loss']:.4f}.")
     lines += [gated_text(name) for name in BLOCK_ROWS if ROWS[name].settings.get("shared_normaliser") is False
-              and mlm(name, "mlm") is not None]
+              and mlm(name, "mlm") is not None and mlm(name.removesuffix("-gated"), "mlm") is not None]
     return "\n".join(lines) or "Kerformer's memory built another way: not run."
 
 

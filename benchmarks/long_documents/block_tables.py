@@ -65,7 +65,7 @@ def every_token(mine: dict, theirs: dict) -> tuple[float, float]:
 
 def start_of(row) -> float:
     """Where the gates of ``row`` start beside its blocks: its setting, else its mechanism's default for its settings
-    (kernelized 1e-4, the others and a gated memory 0.1)."""
+    (a kernelized memory under the blocks' normaliser 1e-4, a memory mixed per head 0.1)."""
     from hf_effattn import build_settings, get_attention_class
 
     return get_attention_class(row.attention).gate_start(build_settings(row.attention, row.settings), blocks=True)

@@ -161,8 +161,10 @@ ROWS = {row.name: row for row in [
     *(in_pieces(longer_blocks("psf", *seed, length=LONGEST)) for seed in SEEDS),
     *(gated(in_pieces(longer_blocks("kerformer", *seed, length=LONGEST))) for seed in SEEDS),
     *(gated(longer_blocks("kerformer", *seed)) for seed in SEEDS),
-    in_pieces(longer_blocks("local", *SEEDS[0])),
-    gated(in_pieces(longer_blocks("kerformer", *SEEDS[0]))), in_pieces(longer_blocks("singularformer", *SEEDS[0])),
+    *(in_pieces(longer_blocks("local", *seed)) for seed in SEEDS),
+    *(gated(in_pieces(longer_blocks("kerformer", *seed))) for seed in SEEDS),
+    *(in_pieces(longer_blocks("singularformer", *seed)) for seed in SEEDS),
+    in_pieces(longer_blocks("local", *SEEDS[0]), 512),
 ]}
 
 

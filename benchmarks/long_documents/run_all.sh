@@ -169,6 +169,12 @@ case "${1:-}" in
     # and the block hybrids on those pieces at 2,048, against them
     pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-pieces2048-gated
                        singularformer-b512-direct-gate-lr0.1-mlm160-pieces2048"
+    # and the second seeds of those three
+    pretrain_and_read local-b512-mlm160-seed2-pieces2048
+    pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-seed2-pieces2048-gated
+                       singularformer-b512-direct-gate-lr0.1-mlm160-seed2-pieces2048"
+    # the piece size: the chunks on pieces of 512 (pieces of about four documents in every block of 2,048)
+    pretrain_and_read local-b512-mlm160-pieces512
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -173,7 +173,7 @@ case "${1:-}" in
     pretrain_and_read local-b512-mlm160-seed2-pieces2048
     pretrain_and_read "kerformer-b512-direct-gate-lr0.1-mlm160-seed2-pieces2048-gated
                        singularformer-b512-direct-gate-lr0.1-mlm160-seed2-pieces2048"
-    # the piece size: the chunks on pieces of 512 (pieces of about four documents in every block of 2,048)
+    # the piece size: the chunks on pieces of 512 (about five pieces in every block of 2,048, against two)
     pretrain_and_read local-b512-mlm160-pieces512
     ;;
   cost)

@@ -199,14 +199,19 @@ def kernel_memory_text() -> str:
                          f"the same pretraining, over every key (each block's own counted twice) "
                          f"{every_key['loss']:.4f}.")
     lines += [gated_text(name) for name in BLOCK_ROWS if ROWS[name].settings.get("shared_normaliser") is False
-              and mlm(name, "mlm") is not None and mlm(name.removesuffix("-gated"), "mlm") is not None]
+              and mlm(name, "mlm") is not None and mlm(shared_twin(name), "mlm") is not None]
     return "\n".join(lines) or "Kerformer's memory built another way: not run."
 
 
+def shared_twin(name: str) -> str:
+    """The row that gated row ``name`` (``common.gated``) was made from: its memory under the shared normaliser."""
+    return name.removesuffix("-gated")
+
+
 def gated_text(name: str) -> str:
-    """Gated row ``name`` against the same row with the shared normaliser (its name without ``-gated``), before and
-    after the same pretraining, and the paired per-token difference after it."""
-    shared = name.removesuffix("-gated")
+    """Gated row ``name`` against its :func:`shared_twin`, before and after the same pretraining, and the paired
+    per-token difference after it."""
+    shared = shared_twin(name)
     mine, theirs = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{shared}@mlm")
     paired = "" if not mine or not theirs else " (%+.3f ± %.3f a token)" % every_token(mine, theirs)
     return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from "

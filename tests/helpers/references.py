@@ -307,7 +307,8 @@ def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
       ``s_ij`` the mechanism's unnormalised similarity (LoLCATs) and, beside a window, ``e_ij = exp(score_ij - max_exact
       score_i)``; beside blocks, ``e_ij`` the softmax over the exact pairs (a block row adds 1 to the normaliser).
       With ``mechanism_outside_window`` False the mechanism's terms cover every key (the global rows stay exact);
-      with the setting ``shared_normaliser`` False (None: False beside blocks) they are mixed as the others';
+      with the setting ``shared_normaliser`` in force (``shares_normaliser``; None: False beside blocks) False, they
+      are mixed as the others';
     * others: ``(1 - sigma) A_local + sigma A_mechanism`` (context likewise), the global rows the local part's.
     """
     local, pairs, scores = local_attention(attn, x)
@@ -315,8 +316,7 @@ def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
     if attn.window.initial_mechanism_weight is None:
         return attend(local, value)
     sigma = torch.sigmoid(attn.window.mechanism_logit)[:, None, None]
-    shared = getattr(attn.settings, "shared_normaliser", None)
-    if attn.name in KERNEL_SIMILARITIES and (attn.settings.local_block is None if shared is None else shared):
+    if attn.name in KERNEL_SIMILARITIES and attn.settings.shares_normaliser:
         similarity, _ = KERNEL_SIMILARITIES[attn.name](attn, x)
         if attn.settings.local_block is not None:
             exact = local

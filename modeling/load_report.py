@@ -20,14 +20,17 @@ def fold_layers(keys) -> str:
 
 @contextlib.contextmanager
 def transformers_load_report_held_back():
-    """Hold back the ``LOAD REPORT`` table that Transformers' ``from_pretrained`` logs (logger
-    ``transformers.modeling_utils``), since :func:`log_loading_report` reports the same once; if loading fails,
-    the table is logged after all (Transformers' error then refers to it)."""
+    """Hold back what Transformers' ``from_pretrained`` logs (logger ``transformers.modeling_utils``) of the
+    parameters it did not find, since :func:`log_loading_report` reports the same once: its ``LOAD REPORT`` table,
+    and its "checkpoint seem corrupted" for a tied pair both absent (an encoder's checkpoint loaded with a new
+    masked-LM head: ``lm_head.bias`` and ``lm_head.decoder.bias``, both listed as new). If loading fails, they are
+    logged after all (Transformers' error then refers to them)."""
     target = std_logging.getLogger("transformers.modeling_utils")
     held: list[std_logging.LogRecord] = []
 
     def hold(record: std_logging.LogRecord) -> bool:
-        if "LOAD REPORT" in record.getMessage():
+        message = record.getMessage()
+        if "LOAD REPORT" in message or "but both are absent from the checkpoint" in message:
             held.append(record)
             return False
         return True

@@ -162,6 +162,15 @@ def test_conversion_prints_one_load_report(tmp_path, transformers_logs):
     assert sum("New parameters" in message for message in messages) == 1  # ours
 
 
+def test_an_encoder_checkpoint_gets_a_new_head_without_being_called_corrupted(tmp_path, transformers_logs):
+    save_source(transformers.RobertaModel, "roberta", tmp_path)  # no masked-LM head, as MiniLM ships
+    hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path)
+    messages = [record.getMessage() for record in transformers_logs.records]
+    assert not any("corrupted" in message for message in messages)
+    report = next(message for message in messages if "New parameters" in message)
+    assert "lm_head.bias" in report and "lm_head.decoder.bias" in report
+
+
 def test_failed_load_still_shows_the_report_its_error_refers_to(tmp_path, transformers_logs):
     save_source(transformers.RobertaForSequenceClassification, "roberta", tmp_path)  # 2 labels
     with pytest.raises(ValueError, match="load report above lists them. Pass ignore_mismatched_sizes=True"):

@@ -206,12 +206,14 @@ def base_name(content: CardContent) -> str:
 
 def limitations(content: CardContent) -> list[str]:
     """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
-    notes = []
+    notes, base = [], content.base_model_id or f"`{Path(content.base_model).name}`"
     if content.base_model in list_models():
         notes.append(f"The model was trained from scratch (preset `{content.base_model}`, random weights) on the "
                      f"fine-tuning data only ({dataset_sentence(content)}), with no pretraining.")
+    elif content.attention_type == "local":  # the checkpoint's softmax, restricted: nothing new to train
+        notes.append(f"The `local` attention adds no parameters to {base}'s: each token reads only the tokens of its "
+                     "block or window (and any global tokens, above); nothing carries what lies beyond them.")
     elif content.attention_type not in SOFTMAX_IMPLEMENTATIONS:  # the checkpoint's own attention: nothing new
-        base = content.base_model_id or f"`{Path(content.base_model).name}`"
         origin = f"The `{content.attention_type}` attention was not part of {base}'s pretraining: its new parameters"
         if content.results:
             trained = ("were first trained by attention transfer to imitate the original softmax attention (above), "

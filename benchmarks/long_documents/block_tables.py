@@ -24,6 +24,7 @@ import memory_mass
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
+HEAD = "head_sha256"  # a stage's record of the MLM head it started from (pretrain.head_identity)
 CHUNK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention == "local"]
 BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention != "local"]
 
@@ -35,9 +36,18 @@ def control_of(name: str) -> str:
     row = ROWS[name]
     steps = f"-mlm{row.mlm_steps}" if row.mlm_steps else ""
     if row.attention == "local":
-        return CHUNKS + steps
+        return on_the_same_head(name, CHUNKS + steps)
     seed, pieces = (f"-seed{row.mlm_seed}" if row.mlm_seed else ""), (f"-pieces{row.pieces}" if row.pieces else "")
-    return CHUNKS + steps + seed + pretrained_at(row.length)[0] + pieces
+    return on_the_same_head(name, CHUNKS + steps + seed + pretrained_at(row.length)[0] + pieces)
+
+
+def on_the_same_head(name: str, control: str) -> str:
+    """``control``, or its rerun (``-rerun``) where that was pretrained from the MLM head row ``name`` was and
+    ``control`` from another (the head's training is not bit-reproducible across machines: ``pretrain.py``)."""
+    head, rerun = mlm(name, "mlm", HEAD), f"{control}-rerun"
+    if name != rerun and head and mlm(control, "mlm", HEAD) != head and mlm(rerun, "mlm", HEAD) == head:
+        return rerun
+    return control
 
 
 def measured(body: list[list[str]], always: int = 0) -> list[list[str]]:
@@ -109,7 +119,8 @@ def masked_lm_table() -> str:
             f"blocks alone are MiniLM's chunks exactly ({number(mlm(CHUNKS, 'extend'), 4)} against "
             f"{number(mlm('sdpa-512', 'head'), 4)}). Against the chunks: the paired per-token difference from "
             f"`{CHUNKS}` after the same pretraining (for the rows of the steps lever: from the chunks pretrained with "
-            "the same steps and seed), ± its standard error.\n\n" + markdown_table(header, measured(body)))
+            "the same steps and seed; from the same MLM head, a `-rerun` of the chunks where theirs was an earlier "
+            "one), ± its standard error.\n\n" + markdown_table(header, measured(body)))
 
 
 def representations_table() -> str:

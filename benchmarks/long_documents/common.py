@@ -32,8 +32,9 @@ class Row:
     ``framed``: [CLS]/[SEP] at every block's edges in pretraining and evaluation (rows with aligned blocks); ``direct``:
     no transfer, masked-LM pretraining straight from the extended model; ``mlm_options``: a lever's own options of
     ``run_mlm.py``; ``mlm_seed``: another seed of the pretraining (None: the benchmark's), its run-to-run noise;
-    ``length``: the length it is extended to and pretrained at; ``pieces``: pretrained on its documents cut into
-    shuffled pieces of this many word-pieces (``pieces.py``; None: the documents whole)."""
+    ``length``: the length it is pretrained at, and extended to (at least ``LONG``, where every row is read: a row
+    pretrained at 512 reads its 512-token blocks of 2,048 as it trained on them); ``pieces``: pretrained on its
+    documents cut into shuffled pieces of this many word-pieces (``pieces.py``; None: the documents whole)."""
 
     name: str
     attention: str
@@ -165,6 +166,9 @@ ROWS = {row.name: row for row in [
     *(gated(in_pieces(longer_blocks("kerformer", *seed))) for seed in SEEDS),
     *(in_pieces(longer_blocks("singularformer", *seed)) for seed in SEEDS),
     in_pieces(longer_blocks("local", *SEEDS[0]), 512),
+    *(longer_blocks("local", *seed, length=SHORT) for seed in SEEDS),
+    *(replace(row, name=f"{row.name}-rerun", what=f"{row.what}, again on the MLM head retrained 2026-11-28")
+      for row in (longer_blocks("local", *seed) for seed in SEEDS)),
 ]}
 
 

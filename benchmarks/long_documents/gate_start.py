@@ -30,7 +30,8 @@ def loss_at(mechanism: str, gate: float | None) -> float:
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
-    from pretrain import HEAD_FOLDER, heldout_loss
+    from heldout import heldout_loss
+    from pretrain import HEAD_FOLDER
 
     settings = {"local_block": BLOCK, **AS_MEASURED.get(mechanism, {})}
     settings = settings if gate is None else {**settings, "initial_mechanism_weight": gate}

@@ -19,7 +19,8 @@ from __future__ import annotations
 import argparse
 
 from common import LONG, ROWS, SHORT, default_device, measure_each, set_threads
-from pretrain import CONTENT, HEAD_FOLDER, folder_of, heldout_windows
+from heldout import CONTENT, heldout_windows
+from pretrain import HEAD_FOLDER, folder_of
 
 KIND = "long_range"
 CHUNK = SHORT - 2
@@ -54,7 +55,7 @@ def token_losses(model, tokenizer, length: int, block: int | None = None) -> lis
     every block of ``block``, where given: the same tokens in the same order)."""
     import torch
 
-    from pretrain import masked_features
+    from heldout import masked_features
 
     losses = []
     with torch.no_grad():

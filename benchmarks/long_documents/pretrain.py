@@ -16,7 +16,8 @@ newest checkpoint, saved every 20 steps and removed once the result is saved):
     the chunked control: the same ``run_mlm.py`` pretraining (steps, learning rate, tokens) of the head's folder at
     512 tokens, four blocks of 512 for each block of 2,048; row ``sdpa-512``, evaluated on 512-token chunks.
 ``extend``
-    ``hf-effattn convert`` of the head's folder to the row's attention (and window), ``--max_length`` its length.
+    ``hf-effattn convert`` of the head's folder to the row's attention (and window), ``--max_length`` its length
+    (2,048 for a row pretrained at 512).
 ``transfer``
     the same, with long attention transfer on ``mlm_train`` at 2,048 tokens (``--transfer_steps``; the hybrids with
     their window dropout). Softmax is the teacher: its row has no transfer.
@@ -24,10 +25,15 @@ newest checkpoint, saved every 20 steps and removed once the result is saved):
     ``finetune/run_mlm.py`` from the transferred folder (softmax, a ``direct`` row: the extended one), ``--mlm_steps``
     steps of ``--mlm_accumulation`` x 2,048 tokens of ``mlm_train`` (the hybrids with their window dropout).
 
-The loss is measured on the same tokens for every row: the first 2,040 word-pieces of each ``mlm_heldout``
-document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 + [SEP]), at 512
-four windows of 510. A hybrid is measured twice: whole, and with its mechanism's part switched off (the window
-alone, with its learned weights): the difference is what the mechanism contributes.
+Every stage's result records the head it started from (``head_sha256``: :func:`head_identity`). The head's training
+is not bit-reproducible across machines: it was trained three times, on 2026-11-25, -27 and -28, to held-out losses
+6.3134, 6.3150 and 6.3137 at 512, and rows measured on one were compared with rows measured on another before results
+recorded it. A stage on a head other than the one the results record is refused (:func:`check_head`).
+
+The loss (``heldout.py``) is measured on the same tokens for every row: the first 2,040 word-pieces of each
+``mlm_heldout`` document, masked once with a fixed generator; at 2,048 each document is one window ([CLS] + 2,040 +
+[SEP]), at 512 four windows of 510. A hybrid is measured twice: whole, and with its mechanism's part switched off
+(the window alone, with its learned weights): the difference is what the mechanism contributes.
 
     python benchmarks/long_documents/build_corpus.py
     python benchmarks/long_documents/pretrain.py --stages head mlm_512
@@ -38,6 +44,7 @@ alone, with its learned weights): the difference is what the mechanism contribut
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -46,90 +53,15 @@ import sys
 import time
 from pathlib import Path
 
-from common import DATA, HERE, LONG, MODELS, ROWS, SHORT, default_device, kept, minilm_folder, mlm_steps, \
+from common import DATA, HERE, LONG, MODELS, RESULTS, ROWS, SHORT, default_device, kept, minilm_folder, mlm_steps, \
     read_jsonl, set_threads, training_file, write_result
+from heldout import heldout_loss, mask_tokens, masked_features, windows
 
 KIND = "masked_lm"
-CONTENT = 2040
 HEAD_FOLDER = MODELS / "minilm-mlm-512"
-MASK_SEED, HEAD_SEED, MLM_SEED = 0, 1, 42
+HEAD_SEED, MLM_SEED = 1, 42
 STAGES = ("head", "mlm_512", "extend", "transfer", "mlm")
 CHECKPOINT_STEPS = 20
-
-
-def mask_tokens(ids, tokenizer, generator):
-    """BERT's masking of content ids ``[L]``: ``(input_ids [L], labels [L])``, -100 where not masked."""
-    import torch
-
-    chosen = torch.rand(ids.shape, generator=generator) < 0.15
-    draw = torch.rand(ids.shape, generator=generator)
-    random_ids = torch.randint(len(tokenizer), ids.shape, generator=generator)
-    inputs = torch.where(chosen & (draw < 0.8), tokenizer.mask_token_id, ids)
-    inputs = torch.where(chosen & (draw >= 0.8) & (draw < 0.9), random_ids, inputs)
-    return inputs, torch.where(chosen, ids, -100)
-
-
-def windows(inputs, labels, tokenizer, content: int):
-    """Split content ``[L]`` into windows of ``content`` tokens, each ``[CLS] ... [SEP]``: a list of
-    ``(input_ids [1, content + 2], labels [1, content + 2])``."""
-    import torch
-
-    cls, sep = torch.tensor([tokenizer.cls_token_id]), torch.tensor([tokenizer.sep_token_id])
-    ignore = torch.tensor([-100])
-    starts = range(0, len(inputs) - content + 1, content)
-    return [(torch.cat([cls, inputs[i:i + content], sep])[None],
-             torch.cat([ignore, labels[i:i + content], ignore])[None]) for i in starts]
-
-
-def framed(inputs, labels, tokenizer, block: int):
-    """Content ``[L]`` laid out with [CLS]/[SEP] at the edges of every aligned block of ``block`` tokens
-    (``hf_effattn.block_tokens``): one window ``(input_ids [1, N], labels [1, N])``."""
-    import torch
-
-    from hf_effattn.block_tokens import framed_blocks
-
-    layout = lambda ids, cls, sep: torch.tensor(framed_blocks(ids.tolist(), block, cls, sep))[None]  # noqa: E731
-    return [(layout(inputs, tokenizer.cls_token_id, tokenizer.sep_token_id), layout(labels, -100, -100))]
-
-
-def heldout_windows(tokenizer, length: int, block: int | None = None):
-    """The held-out documents' masked tokens, in windows of ``length`` tokens (512 or 2,048); with ``block``, each
-    document one window framed at every block of ``block`` (at 2,048 and 512: the four windows of 512, as one)."""
-    import torch
-
-    generator = torch.Generator().manual_seed(MASK_SEED)
-    content = CONTENT if length >= CONTENT + 2 else length - 2
-    result = []
-    for row in read_jsonl("mlm_heldout"):
-        ids = torch.tensor(tokenizer(row["text"], add_special_tokens=False, verbose=False)["input_ids"][:CONTENT])
-        masked = mask_tokens(ids, tokenizer, generator)
-        result += framed(*masked, tokenizer, block) if block else windows(*masked, tokenizer, content)
-    return result
-
-
-def masked_features(model, input_ids, labels):
-    """The encoder's last hidden state at the masked positions ``[M, C]`` and their labels ``[M]``."""
-    hidden = model.base_model(input_ids.to(model.device)).last_hidden_state
-    labels = labels.to(model.device)
-    where = labels != -100
-    return hidden[where], labels[where]
-
-
-def heldout_loss(model, tokenizer, length: int, block: int | None = None) -> dict:
-    """Mean masked-LM cross-entropy (nats per masked token) over the held-out windows of ``length`` tokens (framed
-    at every block of ``block``, where given)."""
-    import torch
-
-    model.eval()
-    total, count, started = 0.0, 0, time.perf_counter()
-    with torch.no_grad():
-        for input_ids, labels in heldout_windows(tokenizer, length, block):
-            features, targets = masked_features(model, input_ids, labels)
-            total += torch.nn.functional.cross_entropy(model.lm_head(features).float(), targets,
-                                                       reduction="sum").item()
-            count += len(targets)
-    return {"loss": total / count, "masked_tokens": count, "window": length,
-            "eval_seconds": round(time.perf_counter() - started, 1)}
 
 
 def training_chunks(tokenizer, count: int):
@@ -206,6 +138,26 @@ def evaluate_folder(folder: Path, length: int, block: int | None = None) -> dict
     return result
 
 
+def head_identity() -> str:
+    """The MLM head in ``HEAD_FOLDER``, named by its weights: the first 16 hex digits of its safetensors' SHA-256."""
+    digest = hashlib.sha256()
+    with open(HEAD_FOLDER / "model.safetensors", "rb") as weights:
+        for chunk in iter(lambda: weights.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def check_head() -> None:
+    """Refuse to measure a row on another head than the rows' results record (the module docstring)."""
+    recorded = {result["head_sha256"] for path in (RESULTS / KIND).glob("*.json")
+                if "head_sha256" in (result := json.loads(path.read_text())) and result["stage"] != "head"}
+    current = head_identity()
+    if recorded and current not in recorded:
+        raise SystemExit(f"error: {HEAD_FOLDER} holds MLM head {current}, the results' rows were measured on "
+                         f"{', '.join(sorted(recorded))}, and rows on two heads do not compare: restore that folder, "
+                         "or measure every row anew on this one (--again)")
+
+
 def run_command(command: list[str]) -> float:
     """Run one of the package's commands with one thread; its wall time in seconds."""
     print("$", " ".join(command), flush=True)
@@ -223,7 +175,7 @@ def folder_of(row: str, stage: str) -> Path:
 def convert_command(row, args, transfer: bool) -> list[str]:
     settings = ["--attention_config", json.dumps(row.settings)] if row.settings else []
     command = [str(Path(sys.executable).parent / "hf-effattn"), "convert", str(HEAD_FOLDER), "--attention_type",
-               row.attention, *settings, "--max_length", str(row.length),
+               row.attention, *settings, "--max_length", str(max(row.length, LONG)),
                "--output_dir", str(folder_of(row.name, "transfer" if transfer else "extend"))]
     if row.attention != "sdpa":  # the head folder is one of ours (sdpa): switching its attention is asked for
         command.append("--convert_attention")
@@ -290,7 +242,8 @@ def run_stage(name: str, stage: str, args) -> None:
     """Run one stage of one row and save its result (see the module docstring)."""
     if stage == "head":
         result = train_head(args)
-        write_result(KIND, "sdpa-512_head", {"row": "sdpa-512", "stage": stage, **result,
+        write_result(KIND, "sdpa-512_head", {"row": "sdpa-512", "stage": stage, "head_sha256": head_identity(),
+                                             **result,
                                              **evaluate_folder(HEAD_FOLDER, SHORT)})
         return
     row = ROWS["sdpa" if stage == "mlm_512" else name]
@@ -298,7 +251,7 @@ def run_stage(name: str, stage: str, args) -> None:
     seconds = run_command(command)
     folder = folder_of(row.name, stage)
     result = {"row": "sdpa-512" if stage == "mlm_512" else row.name, "stage": stage, "command": " ".join(command),
-              "command_seconds": seconds, "threads": 1}
+              "command_seconds": seconds, "threads": 1, "head_sha256": head_identity()}
     if stage == "transfer":
         result["transfer"] = transfer_summary(folder)
     if stage.startswith("mlm"):
@@ -340,10 +293,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args()
     set_threads(args.threads)
-    for row, stage in jobs(args.rows, args.stages):
-        if not kept(KIND, f"{row}_{stage}", args.again):
-            print(f"== {row}: {stage}", flush=True)
-            run_stage(row, stage, args)
+    pending = [(row, stage) for row, stage in jobs(args.rows, args.stages)
+               if not kept(KIND, f"{row}_{stage}", args.again)]
+    if any(stage != "head" for _, stage in pending):
+        check_head()
+    for row, stage in pending:
+        print(f"== {row}: {stage}", flush=True)
+        run_stage(row, stage, args)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ def measure(outside: bool, steps: int) -> dict:
 
     from hf_effattn import convert
     from hf_effattn.modeling.kernel_attention import KernelAttention
-    from pretrain import HEAD_FOLDER, heldout_loss
+    from heldout import heldout_loss
+    from pretrain import HEAD_FOLDER
 
     KernelAttention.mechanism_outside_window = outside
     row = ROWS[f"kerformer-w{WINDOW}"]

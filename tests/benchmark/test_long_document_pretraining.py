@@ -2,6 +2,7 @@
 length with the same tokens a step, checkpoints that resume and go once a result is saved, and the memory-span
 remake of a row."""
 
+import hashlib
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -54,6 +55,7 @@ def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_
 
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(pretrain, "HEAD_FOLDER", head_folder(tmp_path / "head", b"the head's weights"))
     monkeypatch.setattr(pretrain, "run_command", train)
     monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 5.0})
     budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
@@ -61,8 +63,62 @@ def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_
     pretrain.run_stage("local-b512-mlm160", "mlm", budget)
     saved = common.read_result("masked_lm", "local-b512-mlm160_mlm")
     assert saved["loss"] == 5.0 and saved["tokens_trained"] == 160 * 4 * 2048
+    assert saved["head_sha256"] == hashlib.sha256(b"the head's weights").hexdigest()[:16]
     assert (tmp_path / "models" / "local-b512-mlm160-2048-mlm").is_dir()
     assert not (tmp_path / "models" / "local-b512-mlm160-2048-mlm" / "checkpoints").exists()
+
+
+def head_folder(folder: Path, weights: bytes) -> Path:
+    """A head folder whose ``model.safetensors`` holds ``weights`` (its identity is their hash)."""
+    folder.mkdir(parents=True)
+    (folder / "model.safetensors").write_bytes(weights)
+    return folder
+
+
+def test_a_stage_on_another_head_than_the_rows_were_measured_on_is_refused(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setattr(pretrain, "RESULTS", tmp_path)
+    monkeypatch.setattr(pretrain, "HEAD_FOLDER", head_folder(tmp_path / "head", b"retrained"))
+    (tmp_path / "masked_lm").mkdir()
+    pretrain.check_head()  # no result records a head yet
+    retrained = pretrain.head_identity()
+    for name, stage, head in [("sdpa-512_head", "head", retrained),
+                              ("local-b512_extend", "extend", "0123456789abcdef")]:
+        (tmp_path / "masked_lm" / f"{name}.json").write_text(json.dumps({"stage": stage, "head_sha256": head}))
+    with pytest.raises(SystemExit, match=f"holds MLM head {retrained}, the results' rows were measured on "
+                                         "0123456789abcdef.*restore that folder"):
+        pretrain.check_head()  # the head's own result does not vouch for it
+    (tmp_path / "masked_lm" / "local-b512_mlm.json").write_text(json.dumps({"stage": "mlm", "head_sha256": retrained}))
+    pretrain.check_head()
+
+
+def test_a_row_is_held_against_chunks_pretrained_from_its_own_head(tmp_path, monkeypatch):
+    import json
+
+    import block_tables
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path)
+    (tmp_path / "masked_lm").mkdir()
+    row, chunks = "kerformer-b512-direct-gate-lr0.1-mlm160-gated", "local-b512-mlm160"
+    for name, head in [(row, "new"), (chunks, None)]:
+        (tmp_path / "masked_lm" / f"{name}_mlm.json").write_text(json.dumps({"head_sha256": head} if head else {}))
+    assert block_tables.control_of(row) == chunks  # no rerun: the only chunks there are
+    (tmp_path / "masked_lm" / f"{chunks}-rerun_mlm.json").write_text(json.dumps({"head_sha256": "new"}))
+    assert block_tables.control_of(row) == f"{chunks}-rerun"
+    assert block_tables.control_of(f"{chunks}-rerun") == chunks  # the rerun against the first: the head's effect
+
+
+def test_a_row_pretrained_at_512_is_read_at_2048_as_every_row():
+    row = ROWS["local-b512-mlm160-at512"]
+    budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
+                             mlm_warmup_steps=8, again=False)
+    convert = pretrain.stage_command(row, "extend", budget)
+    assert convert[convert.index("--max_length") + 1] == "2048"
+    train = pretrain.stage_command(row, "mlm", budget)
+    assert [train[train.index(option) + 1] for option in ("--max_seq_length", "--per_device_train_batch_size")] \
+        == ["512", "4"]
 
 
 @pytest.mark.parametrize(("batch_size", "accumulation", "length", "batch", "accumulated"),
@@ -94,6 +150,7 @@ def test_the_length_lever_is_extended_to_and_pretrained_at_8192_against_the_same
     budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
                              mlm_warmup_steps=8, again=False)
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")  # no rerun of a control on another head
     extend = pretrain.stage_command(ROWS[name], "extend", budget)
     assert extend[extend.index("--max_length") + 1] == "8192"
     assert extend[extend.index("--output_dir") + 1] == str(tmp_path / "models" / f"{name}-8192-extend")
@@ -188,6 +245,7 @@ def test_the_pieces_lever_pretrains_at_8192_on_shuffled_pieces_of_the_documents(
     tokenizer = AutoTokenizer.from_pretrained(common.minilm_folder())
     monkeypatch.setattr(common, "DATA", tmp_path)
     monkeypatch.setattr(pieces, "DATA", tmp_path)
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")  # no rerun of a control on another head
     documents = [f"Document {number} says: " + "the scheduler picks the next task to run. " * 12 for number in range(4)]
     rows = [{"text": text, "label": "scheduler"} for text in documents]  # mlm_train's schema, as mlm_heldout's
     (tmp_path / "mlm_train.jsonl").write_text("".join(json.dumps(row) + "\n" for row in rows))

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "lon
 
 import build_corpus  # noqa: E402
 import cost_tables  # noqa: E402
+import heldout  # noqa: E402
 import long_range  # noqa: E402
 import pretrain  # noqa: E402
 import represent  # noqa: E402
@@ -36,8 +37,8 @@ def test_clean_drops_punctuation_lines_and_repeated_blank_lines():
 
 def test_masking_is_bert_s_and_reproducible():
     ids = torch.arange(10, 4010)
-    inputs, labels = pretrain.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(0))
-    again = pretrain.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(0))
+    inputs, labels = heldout.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(0))
+    again = heldout.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(0))
     assert torch.equal(inputs, again[0]) and torch.equal(labels, again[1])
     chosen = labels != -100
     assert torch.equal(labels[chosen], ids[chosen]) and torch.equal(inputs[~chosen], ids[~chosen])
@@ -48,8 +49,8 @@ def test_masking_is_bert_s_and_reproducible():
 @pytest.mark.parametrize("content", [510, 2040])
 def test_windows_hold_the_same_masked_tokens_at_every_length(content):
     ids = torch.arange(10, 2050)
-    inputs, labels = pretrain.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(1))
-    windows = pretrain.windows(inputs, labels, Tokenizer(), content)
+    inputs, labels = heldout.mask_tokens(ids, Tokenizer(), torch.Generator().manual_seed(1))
+    windows = heldout.windows(inputs, labels, Tokenizer(), content)
     assert len(windows) == 2040 // content
     for window_ids, window_labels in windows:
         assert window_ids.shape == window_labels.shape == (1, content + 2)

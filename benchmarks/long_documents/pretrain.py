@@ -295,9 +295,9 @@ def main() -> None:
     set_threads(args.threads)
     pending = [(row, stage) for row, stage in jobs(args.rows, args.stages)
                if not kept(KIND, f"{row}_{stage}", args.again)]
-    if any(stage != "head" for _, stage in pending):
-        check_head()
-    for row, stage in pending:
+    for index, (row, stage) in enumerate(pending):
+        if stage != "head" and all(earlier == "head" for _, earlier in pending[:index]):
+            check_head()  # once, before the first stage that starts from the head (after training it, if asked)
         print(f"== {row}: {stage}", flush=True)
         run_stage(row, stage, args)
 

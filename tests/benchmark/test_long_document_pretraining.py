@@ -93,6 +93,17 @@ def test_a_stage_on_another_head_than_the_rows_were_measured_on_is_refused(tmp_p
     pretrain.check_head()
 
 
+def test_the_head_is_checked_once_before_the_first_stage_that_starts_from_it(monkeypatch):
+    calls = []
+    monkeypatch.setattr(pretrain, "kept", lambda kind, name, again: False)
+    monkeypatch.setattr(pretrain, "set_threads", lambda threads: None)
+    monkeypatch.setattr(pretrain, "check_head", lambda: calls.append("check"))
+    monkeypatch.setattr(pretrain, "run_stage", lambda row, stage, args: calls.append(stage))
+    monkeypatch.setattr(sys, "argv", ["pretrain.py", "--rows", "local-b512", "--stages", "head", "mlm_512", "extend"])
+    pretrain.main()
+    assert calls == ["head", "check", "mlm_512", "extend"]  # a head trained here is checked against the results
+
+
 def test_a_row_is_held_against_chunks_pretrained_from_its_own_head(tmp_path, monkeypatch):
     import json
 

@@ -151,6 +151,9 @@ def check_head() -> None:
     """Refuse to measure a row on another head than the rows' results record (the module docstring)."""
     recorded = {result["head_sha256"] for path in (RESULTS / KIND).glob("*.json")
                 if "head_sha256" in (result := json.loads(path.read_text())) and result["stage"] != "head"}
+    if not (HEAD_FOLDER / "model.safetensors").is_file():
+        raise SystemExit(f"error: {HEAD_FOLDER} holds no MLM head: copy there the one the results were measured on, "
+                         "or train one (--stages head, --again if its result exists) and measure every row anew")
     current = head_identity()
     if recorded and current not in recorded:
         raise SystemExit(f"error: {HEAD_FOLDER} holds MLM head {current}, the results' rows were measured on "

@@ -79,8 +79,11 @@ def test_a_stage_on_another_head_than_the_rows_were_measured_on_is_refused(tmp_p
     import json
 
     monkeypatch.setattr(pretrain, "RESULTS", tmp_path)
-    monkeypatch.setattr(pretrain, "HEAD_FOLDER", head_folder(tmp_path / "head", b"retrained"))
+    monkeypatch.setattr(pretrain, "HEAD_FOLDER", tmp_path / "head")
     (tmp_path / "masked_lm").mkdir()
+    with pytest.raises(SystemExit, match="holds no MLM head: copy there the one the results were measured on"):
+        pretrain.check_head()
+    head_folder(tmp_path / "head", b"retrained")
     pretrain.check_head()  # no result records a head yet
     retrained = pretrain.head_identity()
     for name, stage, head in [("sdpa-512_head", "head", retrained),

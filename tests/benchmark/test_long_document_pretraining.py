@@ -55,7 +55,9 @@ def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_
 
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
-    monkeypatch.setattr(pretrain, "HEAD_FOLDER", head_folder(tmp_path / "head", b"the head's weights"))
+    (tmp_path / "head").mkdir()
+    (tmp_path / "head" / "model.safetensors").write_bytes(b"the head's weights")
+    monkeypatch.setattr(pretrain, "HEAD_FOLDER", tmp_path / "head")
     monkeypatch.setattr(pretrain, "run_command", train)
     monkeypatch.setattr(pretrain, "evaluate_folder", lambda folder, length, block: {"loss": 5.0})
     budget = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80,
@@ -66,62 +68,6 @@ def test_a_masked_lm_stage_removes_its_checkpoints_once_its_result_is_saved(tmp_
     assert saved["head_sha256"] == hashlib.sha256(b"the head's weights").hexdigest()[:16]
     assert (tmp_path / "models" / "local-b512-mlm160-2048-mlm").is_dir()
     assert not (tmp_path / "models" / "local-b512-mlm160-2048-mlm" / "checkpoints").exists()
-
-
-def head_folder(folder: Path, weights: bytes) -> Path:
-    """A head folder whose ``model.safetensors`` holds ``weights`` (its identity is their hash)."""
-    folder.mkdir(parents=True)
-    (folder / "model.safetensors").write_bytes(weights)
-    return folder
-
-
-def test_a_stage_on_another_head_than_the_rows_were_measured_on_is_refused(tmp_path, monkeypatch):
-    import json
-
-    monkeypatch.setattr(pretrain, "RESULTS", tmp_path)
-    monkeypatch.setattr(pretrain, "HEAD_FOLDER", tmp_path / "head")
-    (tmp_path / "masked_lm").mkdir()
-    with pytest.raises(SystemExit, match="holds no MLM head: copy there the one the results were measured on"):
-        pretrain.check_head()
-    head_folder(tmp_path / "head", b"retrained")
-    pretrain.check_head()  # no result records a head yet
-    retrained = pretrain.head_identity()
-    for name, stage, head in [("sdpa-512_head", "head", retrained),
-                              ("local-b512_extend", "extend", "0123456789abcdef")]:
-        (tmp_path / "masked_lm" / f"{name}.json").write_text(json.dumps({"stage": stage, "head_sha256": head}))
-    with pytest.raises(SystemExit, match=f"holds MLM head {retrained}, the results' rows were measured on "
-                                         "0123456789abcdef.*restore that folder"):
-        pretrain.check_head()  # the head's own result does not vouch for it
-    (tmp_path / "masked_lm" / "local-b512_mlm.json").write_text(json.dumps({"stage": "mlm", "head_sha256": retrained}))
-    pretrain.check_head()
-
-
-def test_the_head_is_checked_once_before_the_first_stage_that_starts_from_it(monkeypatch):
-    calls = []
-    monkeypatch.setattr(pretrain, "kept", lambda kind, name, again: False)
-    monkeypatch.setattr(pretrain, "set_threads", lambda threads: None)
-    monkeypatch.setattr(pretrain, "check_head", lambda: calls.append("check"))
-    monkeypatch.setattr(pretrain, "run_stage", lambda row, stage, args: calls.append(stage))
-    monkeypatch.setattr(sys, "argv", ["pretrain.py", "--rows", "local-b512", "--stages", "head", "mlm_512", "extend"])
-    pretrain.main()
-    assert calls == ["head", "check", "mlm_512", "extend"]  # a head trained here is checked against the results
-
-
-def test_a_row_is_held_against_chunks_pretrained_from_its_own_head(tmp_path, monkeypatch):
-    import json
-
-    import block_tables
-    import common
-
-    monkeypatch.setattr(common, "RESULTS", tmp_path)
-    (tmp_path / "masked_lm").mkdir()
-    row, chunks = "kerformer-b512-direct-gate-lr0.1-mlm160-gated", "local-b512-mlm160"
-    for name, head in [(row, "new"), (chunks, None)]:
-        (tmp_path / "masked_lm" / f"{name}_mlm.json").write_text(json.dumps({"head_sha256": head} if head else {}))
-    assert block_tables.control_of(row) == chunks  # no rerun: the only chunks there are
-    (tmp_path / "masked_lm" / f"{chunks}-rerun_mlm.json").write_text(json.dumps({"head_sha256": "new"}))
-    assert block_tables.control_of(row) == f"{chunks}-rerun"
-    assert block_tables.control_of(f"{chunks}-rerun") == chunks  # the rerun against the first: the head's effect
 
 
 def test_a_row_pretrained_at_512_is_read_at_2048_as_every_row():

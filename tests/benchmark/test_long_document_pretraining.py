@@ -130,6 +130,7 @@ def test_the_length_lever_is_extended_to_and_pretrained_at_8192_against_the_same
     measured = []
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "run_command", lambda command: 1.0)
+    monkeypatch.setattr(pretrain, "head_identity", lambda: "0123456789abcdef")  # no head folder in a fresh clone
     monkeypatch.setattr(pretrain, "evaluate_folder", lambda *read: measured.append(read) or {"loss": 5.0})
     pretrain.run_stage(name, "mlm", budget)
     assert measured == [(tmp_path / "models" / f"{name}-8192-mlm", 2048, 512)]

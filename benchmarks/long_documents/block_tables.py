@@ -21,10 +21,10 @@ from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
 from kernel_memory import KIND as ALL_KEYS, REMADE_ROWS
 import memory_mass
+from pretrain import HEAD_RECORD
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
-HEAD = "head_sha256"  # a stage's record of the MLM head it started from (pretrain.head_identity)
 CHUNK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention == "local"]
 BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention != "local"]
 
@@ -44,8 +44,8 @@ def control_of(name: str) -> str:
 def on_the_same_head(name: str, control: str) -> str:
     """``control``, or its rerun (``-rerun``) where that was pretrained from the MLM head row ``name`` was and
     ``control`` from another (the head's training is not bit-reproducible across machines: ``pretrain.py``)."""
-    head, rerun = mlm(name, "mlm", HEAD), f"{control}-rerun"
-    if name != rerun and head and mlm(control, "mlm", HEAD) != head and mlm(rerun, "mlm", HEAD) == head:
+    head, rerun = mlm(name, "mlm", HEAD_RECORD), f"{control}-rerun"
+    if name != rerun and head and mlm(control, "mlm", HEAD_RECORD) != head and mlm(rerun, "mlm", HEAD_RECORD) == head:
         return rerun
     return control
 

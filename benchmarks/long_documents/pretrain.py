@@ -62,6 +62,7 @@ HEAD_FOLDER = MODELS / "minilm-mlm-512"
 HEAD_SEED, MLM_SEED = 1, 42
 STAGES = ("head", "mlm_512", "extend", "transfer", "mlm")
 CHECKPOINT_STEPS = 20
+HEAD_RECORD = "head_sha256"  # the key of a stage's result that names the head it started from (head_identity)
 
 
 def training_chunks(tokenizer, count: int):
@@ -149,8 +150,8 @@ def head_identity() -> str:
 
 def check_head() -> None:
     """Refuse to measure a row on another head than the rows' results record (the module docstring)."""
-    recorded = {result["head_sha256"] for path in (RESULTS / KIND).glob("*.json")
-                if "head_sha256" in (result := json.loads(path.read_text())) and result["stage"] != "head"}
+    recorded = {result[HEAD_RECORD] for path in (RESULTS / KIND).glob("*.json")
+                if HEAD_RECORD in (result := json.loads(path.read_text())) and result["stage"] != "head"}
     if not (HEAD_FOLDER / "model.safetensors").is_file():
         raise SystemExit(f"error: {HEAD_FOLDER} holds no MLM head: copy there the one the results were measured on, "
                          "or train one (--stages head, --again if its result exists) and measure every row anew")
@@ -245,7 +246,7 @@ def run_stage(name: str, stage: str, args) -> None:
     """Run one stage of one row and save its result (see the module docstring)."""
     if stage == "head":
         result = train_head(args)
-        write_result(KIND, "sdpa-512_head", {"row": "sdpa-512", "stage": stage, "head_sha256": head_identity(),
+        write_result(KIND, "sdpa-512_head", {"row": "sdpa-512", "stage": stage, HEAD_RECORD: head_identity(),
                                              **result,
                                              **evaluate_folder(HEAD_FOLDER, SHORT)})
         return
@@ -254,7 +255,7 @@ def run_stage(name: str, stage: str, args) -> None:
     seconds = run_command(command)
     folder = folder_of(row.name, stage)
     result = {"row": "sdpa-512" if stage == "mlm_512" else row.name, "stage": stage, "command": " ".join(command),
-              "command_seconds": seconds, "threads": 1, "head_sha256": head_identity()}
+              "command_seconds": seconds, "threads": 1, HEAD_RECORD: head_identity()}
     if stage == "transfer":
         result["transfer"] = transfer_summary(folder)
     if stage.startswith("mlm"):

@@ -307,8 +307,8 @@ def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
       ``s_ij`` the mechanism's unnormalised similarity (LoLCATs) and, beside a window, ``e_ij = exp(score_ij - max_exact
       score_i)``; beside blocks, ``e_ij`` the softmax over the exact pairs (a block row adds 1 to the normaliser).
       With ``mechanism_outside_window`` False the mechanism's terms cover every key (the global rows stay exact);
-      with the setting ``shared_normaliser`` in force (``shares_normaliser``; None: False beside blocks) False, they
-      are mixed as the others';
+      where ``shares_normaliser`` is False (the setting ``shared_normaliser``; None: False beside blocks), they are
+      mixed as the others';
     * others: ``(1 - sigma) A_local + sigma A_mechanism`` (context likewise), the global rows the local part's.
     """
     local, pairs, scores = local_attention(attn, x)

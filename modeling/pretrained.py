@@ -328,4 +328,17 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
             "convert_attention=True (--convert_attention on the command line) to convert it explicitly (shared "
             "weights are reused, the others initialised; both are listed)."
         )
-    logger.warning(f"Converting {path} from {described[0]} to {described[1]}.")
+    dropped = dropped_local_part(saved[1], requested[1])
+    logger.warning(f"Converting {path} from {described[0]} to {described[1]}.{dropped}")
+
+
+def dropped_local_part(saved: dict, requested: dict) -> str:
+    """A sentence naming the checkpoint's local part (``local_block`` / ``local_window``) that the requested settings
+    do not keep (another ``attention_type`` starts from its own defaults), and how to keep it; else ""."""
+    lost = {name: value for name in ("local_block", "local_window")
+            if (value := (saved or {}).get(name)) is not None and requested.get(name) is None}
+    if not lost:
+        return ""
+    keep = ", ".join(f"{name}={value}" for name, value in lost.items())
+    flags = " ".join(f"--{name} {value}" for name, value in lost.items())
+    return f" Its local part ({keep}) is not kept: pass {keep} ({flags} on the command line) to keep it."

@@ -4,7 +4,7 @@ reader in the same code and framing (``local-b512``, the blocks alone), after th
 
 Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py``, ``kernel_memory.py``,
 ``memory_mass.py`` and ``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and
-``results/blocks.png``: each block row's masked-LM loss at each stage, beside the chunks'):
+``results/blocks.png``: each block and chunks row's masked-LM loss after pretraining, lowest first):
 
     python benchmarks/long_documents/block_tables.py
 """
@@ -21,7 +21,7 @@ from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
 from kernel_memory import KIND as ALL_KEYS, REMADE_ROWS
 import memory_mass
-from pretrain import HEAD_RECORD
+from pretrain import HEAD_RECORD, applies
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
@@ -32,8 +32,12 @@ BLOCK_ROWS = [name for name, row in ROWS.items() if row.block and row.attention 
 def control_of(name: str) -> str:
     """Row ``name``'s control: the chunks pretrained with its number of masked-LM steps, and for a block row with its
     seed, at its length and on its pieces too (a chunks row of another seed, length or layout is held against the
-    first seed's at 2,048: the run-to-run noise, and what the length or the layout changes)."""
+    first seed's at 2,048: the run-to-run noise, and what the length or the layout changes); for a row that continues
+    another's model (``start``), the chunks continued from it (and those, against the model they continued)."""
     row = ROWS[name]
+    if row.start:  # a row that continues another: the chunks continued as they were pretrained, from the same model
+        chunks = f"{row.start}-then-local"
+        return row.start if name == chunks else chunks
     steps = f"-mlm{row.mlm_steps}" if row.mlm_steps else ""
     if row.attention == "local":
         return on_the_same_head(name, CHUNKS + steps)
@@ -110,8 +114,7 @@ def masked_lm_table() -> str:
     header = ["row", *STAGE_TITLES.values(), "memory off, after pretraining", "vs the chunks: every token",
               "far tokens", "near tokens", "far minus near", "gates after pretraining: mean [range] from start"]
     body = [[f"`{name}`: {ROWS[name].what}",
-             *(number(mlm(name, stage)) if stage != "transfer" or not ROWS[name].direct else "-"
-               for stage in STAGE_TITLES),
+             *(number(mlm(name, stage)) if applies(ROWS[name], stage) else "-" for stage in STAGE_TITLES),
              number(mlm(name, "mlm", "loss_window_alone")), *versus_chunks(name), gates_cell(name)]
             for name in [*CHUNK_ROWS, *BLOCK_ROWS]]
     return ("Held-out masked-LM loss (nats a masked token) at 2,048 tokens, the same 4,880 masked tokens for every "
@@ -120,7 +123,9 @@ def masked_lm_table() -> str:
             f"{number(mlm('sdpa-512', 'head'), 4)}). Against the chunks: the paired per-token difference from "
             f"`{CHUNKS}` after the same pretraining (for the rows of the steps lever: from the chunks pretrained with "
             "the same steps and seed; from the same MLM head, a `-rerun` of the chunks where theirs was an earlier "
-            "one), ± its standard error.\n\n" + markdown_table(header, measured(body)))
+            "one; for a row that continues another's pretrained model, `-then-`: from the chunks continued from it the "
+            "same steps, and those from the model they continued), ± its standard error.\n\n"
+            + markdown_table(header, measured(body)))
 
 
 def representations_table() -> str:
@@ -256,15 +261,14 @@ def memory_mass_table() -> str:
 
 
 def plot(path: Path) -> None:
-    figure, axes = figure_and_axes()
-    for index, name in enumerate([*CHUNK_ROWS, *BLOCK_ROWS]):
-        points = [(i, mlm(name, stage)) for i, stage in enumerate(STAGE_TITLES)]
-        points = [(i, loss) for i, loss in points if loss is not None]
-        if points:
-            axes.plot(*zip(*points), marker="o", color=f"C{index % 10}", label=name,
-                      linestyle="--" if name in CHUNK_ROWS else "-")
-    axes.set_xticks(range(len(STAGE_TITLES)), [title.replace("after ", "") for title in STAGE_TITLES.values()])
-    axes.set_ylabel("held-out masked-LM loss, framed (nats / masked token)")
+    """Each chunks and block row's masked-LM loss after pretraining, lowest first, the chunks' rows in grey."""
+    losses = sorted((loss, name) for name in [*CHUNK_ROWS, *BLOCK_ROWS] if (loss := mlm(name, "mlm")) is not None)
+    figure, axes = figure_and_axes((8, 1.5 + 0.18 * len(losses)))
+    for index, (loss, name) in enumerate(losses):
+        axes.plot([loss], [index], marker="o", color="grey" if name in CHUNK_ROWS else "C0")
+    axes.set_yticks(range(len(losses)), [name for _, name in losses], fontsize=7)
+    axes.invert_yaxis()
+    axes.set_xlabel("held-out masked-LM loss after pretraining, nats (grey: the chunks alone)")
     save_figure(figure, axes, path)
 
 

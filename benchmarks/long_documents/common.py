@@ -34,7 +34,8 @@ class Row:
     ``run_mlm.py``; ``mlm_seed``: another seed of the pretraining (None: the benchmark's), its run-to-run noise;
     ``length``: the length it is pretrained at, and extended to (at least ``LONG``, where every row is read: a row
     pretrained at 512 reads its 512-token blocks of 2,048 as it trained on them); ``pieces``: pretrained on its
-    documents cut into shuffled pieces of this many word-pieces (``pieces.py``; None: the documents whole)."""
+    documents cut into shuffled pieces of this many word-pieces (``pieces.py``; None: the documents whole);
+    ``start``: the row whose pretrained model this row starts from (None: the MLM head's folder)."""
 
     name: str
     attention: str
@@ -50,6 +51,7 @@ class Row:
     mlm_seed: int | None = None
     length: int = LONG
     pieces: int | None = None
+    start: str | None = None
 
     @property
     def hybrid(self) -> bool:
@@ -125,6 +127,18 @@ def gated(row: Row) -> Row:
                    what=f"{row.what}, the memory normalised on its own and gated")
 
 
+def then(start: Row, row: Row, seed: int) -> Row:
+    """``row``'s attention, settings, data and length for the benchmark's masked-LM steps more, started from
+    ``start``'s pretrained model with pretraining seed ``seed`` (not ``start``'s: the same batches again in the same
+    order)."""
+    label = f"{row.attention}-gated" if row.attention != "local" else \
+        f"local-pieces{row.pieces}" if row.pieces else "local"
+    pieces = f", on shuffled pieces of {row.pieces:,}" if row.pieces else ""
+    return replace(row, name=f"{start.name}-then-{label}", start=start.name, mlm_steps=None, mlm_seed=seed,
+                   what=f"the benchmark's 80 masked-LM steps more from `{start.name}`: {row.what.split(', ')[0]}, "
+                        f"at {row.length:,} tokens{pieces}, seed {seed}")
+
+
 ROWS = {row.name: row for row in [
     Row("sdpa", "sdpa", what="softmax at 2,048 (copied positions)"),
     *(Row(f"local-w{window}", "local", {"local_window": window}, what=f"a {window}-token window alone")
@@ -169,6 +183,10 @@ ROWS = {row.name: row for row in [
     *(longer_blocks("local", *seed, length=SHORT) for seed in SEEDS),
     *(replace(row, name=f"{row.name}-rerun", what=f"{row.what}, again on the MLM head retrained 2026-11-28")
       for row in (longer_blocks("local", *seed) for seed in SEEDS)),
+    *(then(longer_blocks("local", *seed, length=SHORT), after, continuation)
+      for seed, continuation in zip(SEEDS, (3, 4))
+      for after in (longer_blocks("local", *seed, length=SHORT), gated(in_pieces(longer_blocks("kerformer", *seed))),
+                    in_pieces(longer_blocks("singularformer", *seed)), in_pieces(longer_blocks("local", *seed)))),
 ]}
 
 
@@ -241,14 +259,14 @@ def markdown_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
-def figure_and_axes():
-    """A new matplotlib figure (no display needed) and its axes."""
+def figure_and_axes(size: tuple[float, float] = (7, 4)):
+    """A new matplotlib figure of ``size`` inches (no display needed) and its axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    return plt.subplots(figsize=(7, 4))
+    return plt.subplots(figsize=size)
 
 
 def save_figure(figure, axes, path: Path) -> None:

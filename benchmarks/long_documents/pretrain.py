@@ -17,7 +17,8 @@ newest checkpoint, saved every 20 steps and removed once the result is saved):
     512 tokens, four blocks of 512 for each block of 2,048; row ``sdpa-512``, evaluated on 512-token chunks.
 ``extend``
     ``hf-effattn convert`` of the head's folder to the row's attention (and window), ``--max_length`` its length
-    (2,048 for a row pretrained at 512).
+    (2,048 for a row pretrained at 512); of a ``start`` row's pretrained model for a row that continues it (none for
+    one that continues it with the same attention: its masked-LM stage reads that model).
 ``transfer``
     the same, with long attention transfer on ``mlm_train`` at 2,048 tokens (``--transfer_steps``; the hybrids with
     their window dropout). Softmax is the teacher: its row has no transfer.
@@ -176,12 +177,17 @@ def folder_of(row: str, stage: str) -> Path:
     return HEAD_FOLDER if stage == "head" else MODELS / f"{row}-{length}-{stage}"
 
 
+def start_folder(row) -> Path:
+    """The folder ``row`` starts from: its ``start`` row's pretrained model, else the MLM head's."""
+    return folder_of(row.start, "mlm") if row.start else HEAD_FOLDER
+
+
 def convert_command(row, args, transfer: bool) -> list[str]:
     settings = ["--attention_config", json.dumps(row.settings)] if row.settings else []
-    command = [str(Path(sys.executable).parent / "hf-effattn"), "convert", str(HEAD_FOLDER), "--attention_type",
+    command = [str(Path(sys.executable).parent / "hf-effattn"), "convert", str(start_folder(row)), "--attention_type",
                row.attention, *settings, "--max_length", str(max(row.length, LONG)),
                "--output_dir", str(folder_of(row.name, "transfer" if transfer else "extend"))]
-    if row.attention != "sdpa":  # the head folder is one of ours (sdpa): switching its attention is asked for
+    if row.attention != "sdpa":  # the start folder is one of ours: switching its attention is asked for
         command.append("--convert_attention")
     if transfer:
         command += ["--transfer_data", str(DATA / "mlm_train.jsonl"), "--transfer_max_length", str(LONG),
@@ -224,12 +230,17 @@ def stage_command(row, stage: str, args) -> list[str]:
         return mlm_command(HEAD_FOLDER, folder_of("sdpa", stage), args, SHORT)
     if stage in ("extend", "transfer"):
         return convert_command(row, args, transfer=stage == "transfer")
-    source = folder_of(row.name, "transfer" if applies(row, "transfer") else "extend")
+    source = next((folder_of(row.name, stage) for stage in ("transfer", "extend") if applies(row, stage)),
+                  start_folder(row))
     return mlm_command(source, folder_of(row.name, stage), args, row=row)
 
 
 def applies(row, stage: str) -> bool:
-    """Softmax is the transfer's teacher: its row has no transfer stage, nor has a row pretrained ``direct``."""
+    """Softmax is the transfer's teacher: its row has no transfer stage, nor has a row pretrained ``direct``; a row
+    that continues its ``start`` row's model with the same attention and settings has nothing to convert."""
+    if stage == "extend":
+        start = ROWS.get(row.start)
+        return not (start and (start.attention, start.settings) == (row.attention, row.settings))
     return not ((row.attention == "sdpa" or row.direct) and stage == "transfer")
 
 
@@ -251,6 +262,9 @@ def run_stage(name: str, stage: str, args) -> None:
                                              **evaluate_folder(HEAD_FOLDER, SHORT)})
         return
     row = ROWS["sdpa" if stage == "mlm_512" else name]
+    if row.start and not start_folder(row).is_dir():
+        raise SystemExit(f"error: row {row.name} starts from {start_folder(row)}, which is missing: run "
+                         f"--rows {row.start} --stages extend mlm first")
     command = stage_command(row, stage, args)
     seconds = run_command(command)
     folder = folder_of(row.name, stage)

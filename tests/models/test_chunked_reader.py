@@ -145,3 +145,32 @@ def test_a_block_model_trained_at_a_multiple_of_its_blocks_extends_again_with_th
     with pytest.raises(ValueError, match=rf"local_block=9 differs from the period .* set local_block={2 * CHUNK}"):
         hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "trained", local_block=9, max_length=LONG,
                                                        convert_attention=True)
+
+
+def test_a_memory_added_to_a_trained_chunked_reader_starts_as_that_reader(tmp_path, caplog):
+    """The chunked reader as one model (``local`` with its blocks), trained and saved, converted to a mechanism with
+    its blocks kept (``local_block``): with the gate at zero it reads as the trained reader, to the last bit of the
+    blocks' arithmetic; a conversion that would not keep the blocks says so and how to keep them."""
+    import logging
+
+    save_source(RobertaModel, "roberta", tmp_path / "source")
+    chunks = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "source", attention_type="local",
+                                                            local_block=CHUNK, max_length=LONG).eval()
+    with torch.no_grad():  # what pretraining the chunks does to their weights
+        for parameter in chunks.parameters():
+            parameter.add_(0.01 * torch.randn(parameter.shape, generator=torch.Generator().manual_seed(2)))
+    chunks.save_pretrained(tmp_path / "chunks")
+    memory = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "chunks", attention_type="kerformer",
+                                                            local_block=CHUNK, convert_attention=True).eval()
+    with torch.no_grad():
+        for layer in memory.encoder.layer:
+            layer.attention.self.window.mechanism_logit.fill_(-math.inf)
+    input_ids = torch.randint(3, 40, (2, LONG), generator=torch.Generator().manual_seed(3))
+    torch.testing.assert_close(memory(input_ids).last_hidden_state, chunks(input_ids).last_hidden_state,
+                               rtol=1e-6, atol=1e-6)
+    with caplog.at_level(logging.WARNING, logger="hf_effattn"):
+        alone = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "chunks", attention_type="kerformer",
+                                                               convert_attention=True)
+    assert alone.config.attention_config["local_block"] is None
+    assert any(f"Its local part (local_block={CHUNK}) is not kept: pass local_block={CHUNK} (--local_block {CHUNK} "
+               "on the command line)" in record.getMessage() for record in caplog.records)

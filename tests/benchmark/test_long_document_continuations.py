@@ -1,0 +1,65 @@
+"""The long-document benchmark's rows that start from another row's pretrained model (``common.then``): a memory
+added to the chunks pretrained at 512, held against the same chunks pretrained as many steps more."""
+
+import json
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
+
+import pretrain  # noqa: E402
+from common import ROWS  # noqa: E402
+
+START, SECOND = "local-b512-mlm160-at512", "local-b512-mlm160-seed2-at512"  # the chunks at 512, two seeds
+BUDGET = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80, mlm_warmup_steps=8,
+                         again=False)
+
+
+def option(command: list[str], name: str) -> str:
+    return command[command.index(name) + 1]
+
+
+def test_a_memory_after_the_chunks_converts_their_pretrained_model_and_is_held_against_them_continued(
+        tmp_path, monkeypatch):
+    """The memory's row converts the chunks' pretrained folder (not the MLM head's) to its blocks at 2,048 and
+    pretrains that; the chunks' row has nothing to convert and pretrains their folder into one of its own; both take
+    the benchmark's 80 steps with a seed of their own (not the chunks': the same batches again), and are paired; so
+    do the chunks continued on the memory's data and length (what that layout does to them)."""
+    import block_tables
+    import common
+
+    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")  # no rerun of a control on another head
+    memory, chunks = ROWS[f"{START}-then-kerformer-gated"], ROWS[f"{START}-then-local"]
+    started = str(tmp_path / "models" / f"{START}-512-mlm")
+    convert = pretrain.stage_command(memory, "extend", BUDGET)
+    assert convert[2] == started and option(convert, "--max_length") == "2048" and "--convert_attention" in convert
+    assert json.loads(option(convert, "--attention_config")) == {"local_block": 512, "shared_normaliser": False}
+    train = pretrain.stage_command(memory, "mlm", BUDGET)
+    assert option(train, "--model_name_or_path") == str(tmp_path / "models" / f"{memory.name}-2048-extend")
+    assert option(train, "--train_file").endswith("mlm_train_pieces2048.jsonl")
+    assert pretrain.jobs([chunks.name], ["extend", "mlm"]) == [(chunks.name, "mlm")]
+    continued = pretrain.stage_command(chunks, "mlm", BUDGET)
+    assert option(continued, "--model_name_or_path") == started != option(continued, "--output_dir")
+    assert option(continued, "--max_seq_length") == "512" and "--block_special_tokens" in continued
+    layout = ROWS[f"{START}-then-local-pieces2048"]  # the chunks continued as the memory is: what the layout does
+    assert pretrain.jobs([layout.name], ["extend", "mlm"]) == [(layout.name, "mlm")]
+    pieces = pretrain.stage_command(layout, "mlm", BUDGET)
+    assert option(pieces, "--model_name_or_path") == started and option(pieces, "--max_seq_length") == "2048"
+    assert option(pieces, "--train_file") == option(train, "--train_file")
+    for row, seed in [(memory, "3"), (chunks, "3"), (layout, "3"), (ROWS[f"{SECOND}-then-local"], "4")]:
+        command = pretrain.stage_command(row, "mlm", BUDGET)
+        assert (option(command, "--max_train_steps"), option(command, "--seed")) == ("80", seed)
+    assert block_tables.control_of(memory.name) == chunks.name == block_tables.control_of(layout.name)
+    assert block_tables.control_of(chunks.name) == START
+    assert block_tables.control_of(f"{SECOND}-then-singularformer-gated") == f"{SECOND}-then-local"
+
+
+def test_a_row_whose_start_has_not_been_pretrained_is_refused_in_one_line(tmp_path, monkeypatch):
+    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    with pytest.raises(SystemExit, match=rf"starts from .*{START}-512-mlm, which is missing: run --rows {START} "
+                                         "--stages extend mlm first"):
+        pretrain.run_stage(f"{START}-then-local", "mlm", BUDGET)

@@ -33,6 +33,7 @@ def test_a_memory_after_the_chunks_converts_their_pretrained_model_and_is_held_a
 
     monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")  # no rerun of a control on another head
+    monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))  # a fresh clone: no corpus
     memory, chunks = ROWS[f"{START}-then-kerformer-gated"], ROWS[f"{START}-then-local"]
     started = str(tmp_path / "models" / f"{START}-512-mlm")
     convert = pretrain.stage_command(memory, "extend", BUDGET)
@@ -40,7 +41,7 @@ def test_a_memory_after_the_chunks_converts_their_pretrained_model_and_is_held_a
     assert json.loads(option(convert, "--attention_config")) == {"local_block": 512, "shared_normaliser": False}
     train = pretrain.stage_command(memory, "mlm", BUDGET)
     assert option(train, "--model_name_or_path") == str(tmp_path / "models" / f"{memory.name}-2048-extend")
-    assert option(train, "--train_file").endswith("mlm_train_pieces2048.jsonl")
+    assert option(train, "--train_file") == "pieces2048"
     assert pretrain.jobs([chunks.name], ["extend", "mlm"]) == [(chunks.name, "mlm")]
     continued = pretrain.stage_command(chunks, "mlm", BUDGET)
     assert option(continued, "--model_name_or_path") == started != option(continued, "--output_dir")

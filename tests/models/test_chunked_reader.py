@@ -149,8 +149,8 @@ def test_a_block_model_trained_at_a_multiple_of_its_blocks_extends_again_with_th
 
 def test_a_memory_added_to_a_trained_chunked_reader_starts_as_that_reader(tmp_path, caplog):
     """The chunked reader as one model (``local`` with its blocks), trained and saved, converted to a mechanism with
-    its blocks kept (``local_block``): with the gate at zero it reads as the trained reader, to the last bit of the
-    blocks' arithmetic; a conversion that would not keep the blocks says so and how to keep them."""
+    its blocks kept (``local_block``): with the gate at zero it reads as the trained reader (to float32
+    rounding); a conversion that would not keep the blocks says so and how to keep them."""
     import logging
 
     save_source(RobertaModel, "roberta", tmp_path / "source")

@@ -35,10 +35,10 @@ def control_of(name: str) -> str:
     first seed's at 2,048: the run-to-run noise, and what the length or the layout changes); for a row that continues
     another's model (``start``), the chunks continued from it (and those, against the model they continued)."""
     row = ROWS[name]
-    if row.start:  # a row that continues another: the chunks continued as they were pretrained, from the same model
-        chunks = f"{row.start}-then-local"
-        return row.start if name == chunks else chunks
     steps = f"-mlm{row.mlm_steps}" if row.mlm_steps else ""
+    if row.start:  # a row that continues another: the chunks continued as they were pretrained, as long, from it
+        chunks = f"{row.start}-then-local{steps}"
+        return row.start if name == chunks else chunks
     if row.attention == "local":
         return on_the_same_head(name, CHUNKS + steps)
     seed, pieces = (f"-seed{row.mlm_seed}" if row.mlm_seed else ""), (f"-pieces{row.pieces}" if row.pieces else "")

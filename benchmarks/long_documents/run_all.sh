@@ -17,10 +17,16 @@ set -euo pipefail
 cd "$(dirname "$0")"
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 HF_HUB_OFFLINE=1
 
-readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for a hybrid unless $2 is @mlm
+readers() {  # "<row>@mlm" for each row of $1, and "<row>@mlm-window-alone" for a hybrid unless $2 is @mlm (a memory
+  # added to the chunks, <row>-then-<mechanism>, is one)
   for row in $1; do
     echo "$row@mlm"
-    case "$row" in local-*) ;; *-w*|*-b*) [ "${2:-}" = @mlm ] || echo "$row@mlm-window-alone" ;; esac
+    case "$row" in
+      *-then-local*) ;;
+      *-then-*) [ "${2:-}" = @mlm ] || echo "$row@mlm-window-alone" ;;
+      local-*) ;;
+      *-w*|*-b*) [ "${2:-}" = @mlm ] || echo "$row@mlm-window-alone" ;;
+    esac
   done
 }
 
@@ -175,6 +181,19 @@ case "${1:-}" in
                        singularformer-b512-direct-gate-lr0.1-mlm160-seed2-pieces2048"
     # the piece size: the chunks on pieces of 512 (about five pieces in every block of 2,048, against two)
     pretrain_and_read local-b512-mlm160-pieces512
+    # the chunks pretrained at their own length, 512 (both seeds); then a memory added to them, 80 steps more on pieces
+    # at 2,048, against the chunks continued as many steps at 512 and on the same pieces
+    at512="local-b512-mlm160-at512 local-b512-mlm160-seed2-at512"
+    pretrain_and_read "$at512"
+    for start in $at512; do
+      pretrain_and_read "$start-then-local $start-then-kerformer-gated $start-then-singularformer-gated
+                         $start-then-local-pieces2048"
+    done
+    # the steps lever after the chunks (160 steps more), from the chunks at 512 pretrained again on the head trained
+    # again on 2026-11-29 (the row declares it: common.AT_512_AGAIN)
+    again=local-b512-mlm160-at512-rerun
+    pretrain_and_read $again
+    pretrain_and_read "$again-then-local-mlm160 $again-then-singularformer-gated-mlm160"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

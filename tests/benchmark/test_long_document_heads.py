@@ -80,4 +80,5 @@ def test_a_row_is_held_against_chunks_pretrained_from_its_own_head(tmp_path, mon
     assert block_tables.control_of(row) == chunks  # no rerun: the only chunks there are
     (tmp_path / "masked_lm" / f"{chunks}-rerun_mlm.json").write_text(json.dumps({"head_sha256": "new"}))
     assert block_tables.control_of(row) == f"{chunks}-rerun"
-    assert block_tables.control_of(f"{chunks}-rerun") == chunks  # the rerun against the first: the head's effect
+    for rerun in (f"{chunks}-rerun", f"{chunks}-seed2-rerun", common.AT_512_AGAIN.name):  # what the head changed
+        assert block_tables.control_of(rerun) == rerun.removesuffix("-rerun")

@@ -150,8 +150,8 @@ def rerun(row: Row, date: str, head: str | None = None) -> Row:
     return replace(row, name=f"{row.name}-rerun", head=head, what=f"{row.what}, again on the MLM head retrained {date}")
 
 
-# The chunks pretrained at 512 again, on the MLM head trained again on 2026-11-29 (its held-out loss at 512 within 1e-7
-# nats of the results' head, its weights not bit-identical): the start of the steps lever after the chunks
+# The chunks pretrained at 512 again, on the MLM head trained again on 2026-11-29 (its weights not bit-identical to the
+# results' head, its held-out loss theirs to every digit): the start of the steps lever after the chunks
 AT_512_AGAIN = rerun(longer_blocks("local", *SEEDS[0], length=SHORT), "2026-11-29", "a4ffe15692f9bb4d")
 
 ROWS = {row.name: row for row in [

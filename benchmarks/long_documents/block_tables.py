@@ -52,7 +52,7 @@ def on_the_same_head(name: str, control: str) -> str:
     """``control``, or its rerun (``-rerun``) where that was pretrained from the MLM head row ``name`` was and
     ``control`` from another (the head's training is not bit-reproducible across machines: ``pretrain.py``)."""
     head, rerun = mlm(name, "mlm", HEAD_RECORD), f"{control}-rerun"
-    if name != rerun and head and mlm(control, "mlm", HEAD_RECORD) != head and mlm(rerun, "mlm", HEAD_RECORD) == head:
+    if head and mlm(control, "mlm", HEAD_RECORD) != head and mlm(rerun, "mlm", HEAD_RECORD) == head:
         return rerun
     return control
 

@@ -8,7 +8,10 @@ size-dependent constant; batch 1 is where ``torch.export`` is most tempted to sp
 forward that branched on the mask's values would have traced the unpadded kernel and dropped the mask).
 ``torch.compile`` runs with the ``aot_eager`` backend: it traces the same full graph (any data-dependent branch or
 graph break fails ``fullgraph=True``) and the joint forward/backward graph, without Inductor's C++ code generation,
-which takes about a minute per model on this machine."""
+which takes about a minute per model on this machine.
+
+Every model has one layer: the layers run the same code, and tracing costs as much again for each one (a hybrid's
+layer takes 10-25 s to export here)."""
 
 from __future__ import annotations
 
@@ -29,6 +32,7 @@ VISION_HYBRIDS = ["kerformer+window", "dba+blocks"]
 # torch.export's own deprecation notice about its tree specs (raised inside the exporter, once per export).
 pytestmark = pytest.mark.filterwarnings("ignore:`isinstance\\(treespec, LeafSpec\\)` is deprecated:FutureWarning")
 
+ONE_LAYER = {"num_hidden_layers": 1}
 TRACED = dict(batch=1, length=7, seed=3)  # the one example every text graph is traced on
 RUNS = [dict(batch=1, length=12, seed=0), dict(batch=3, length=9, seed=1), dict(batch=4, length=14, seed=2)]
 
@@ -46,7 +50,8 @@ class LogitsOf(torch.nn.Module):
 
 def text_model(name: str, **overrides) -> torch.nn.Module:
     torch.manual_seed(0)
-    return hf_effattn.EffAttnRobertaForSequenceClassification(text_config(name, num_labels=2, **overrides)).eval()
+    config = text_config(name, num_labels=2, **{**ONE_LAYER, **overrides})
+    return hf_effattn.EffAttnRobertaForSequenceClassification(config).eval()
 
 
 def export(model: torch.nn.Module, example: dict[str, torch.Tensor], path) -> None:
@@ -77,9 +82,9 @@ def test_onnx_traced_on_one_unpadded_sequence_equals_eager_on_padded_batches(nam
 def test_onnx_psf_traced_without_mask_equals_eager_on_other_shapes(tmp_path):
     """Without an ``attention_mask`` input PSF runs its own kernel, cyclic shifts over the whole length (every other
     mechanism only leaves the mask out, and the vision test traces each one's mask-less forward, at one length).
-    One layer of two factors of three links: the export's time grows with the shifted slices (90 in the default
-    tiny model, 10 here)."""
-    model = text_model("psf", num_hidden_layers=1, attention_config={"num_factors": 2, "num_links": 3})
+    Two factors of three links, fewer shifted slices than the tiny model's default: the export's time grows with
+    them."""
+    model = text_model("psf", attention_config={"num_factors": 2, "num_links": 3})
     export(model, {"input_ids": text_inputs(**TRACED)["input_ids"]}, tmp_path / "model.onnx")
     runs = [{"input_ids": text_inputs(**run)["input_ids"].clamp(min=3)} for run in RUNS]  # no pad tokens
     assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)
@@ -88,7 +93,7 @@ def test_onnx_psf_traced_without_mask_equals_eager_on_other_shapes(tmp_path):
 @pytest.mark.parametrize("name", MECHANISMS + VISION_HYBRIDS)
 def test_onnx_vision_traced_on_one_image_equals_eager_on_other_batch_sizes(name, tmp_path):
     torch.manual_seed(0)
-    model = hf_effattn.EffAttnViTForImageClassification(vision_config(name, num_labels=3)).eval()
+    model = hf_effattn.EffAttnViTForImageClassification(vision_config(name, num_labels=3, **ONE_LAYER)).eval()
     export(model, {"pixel_values": pixel_values(batch=1)}, tmp_path / "model.onnx")
     runs = [{"pixel_values": pixel_values(batch=batch, seed=1)} for batch in (2, 5)]
     assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)

@@ -202,11 +202,11 @@ ROWS = {row.name: row for row in [
       for after in (longer_blocks("local", *seed, length=SHORT), gated(in_pieces(longer_blocks("kerformer", *seed))),
                     in_pieces(longer_blocks("singularformer", *seed)), in_pieces(longer_blocks("local", *seed)))),
     AT_512_AGAIN,
-    # the steps lever after the chunks: twice as many steps more, the memory against the chunks continued at 512 (from
-    # the chunks at 512 pretrained again: models/ is not committed, and the head they started from was lost)
+    # the steps lever after the chunks: twice as many steps more, each mechanism's memory against the chunks continued
+    # at 512 (from the chunks at 512 pretrained again: models/ is not committed, and the head they started from was lost)
     *(then(AT_512_AGAIN, after, 3, LONGER_MLM_STEPS)
-      for after in (longer_blocks("local", *SEEDS[0], length=SHORT), in_pieces(longer_blocks("singularformer",
-                                                                                              *SEEDS[0])))),
+      for after in (longer_blocks("local", *SEEDS[0], length=SHORT),
+                    *(in_pieces(longer_blocks(mechanism, *SEEDS[0])) for mechanism in ("singularformer", "dba", "psf")))),
 ]}
 
 

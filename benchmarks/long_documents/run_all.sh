@@ -194,6 +194,7 @@ case "${1:-}" in
     again=local-b512-mlm160-at512-rerun
     pretrain_and_read $again
     pretrain_and_read "$again-then-local-mlm160 $again-then-singularformer-gated-mlm160"
+    pretrain_and_read "$again-then-dba-gated-mlm160 $again-then-psf-gated-mlm160"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

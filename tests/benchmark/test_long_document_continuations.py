@@ -60,17 +60,21 @@ def test_a_memory_after_the_chunks_converts_their_pretrained_model_and_is_held_a
 
 
 def test_the_steps_lever_after_the_chunks_is_held_against_the_chunks_continued_as_long():
-    """Twice the steps more: the memory and the chunks each take 160 steps (warm-up 16) from the same model, and the
+    """Twice the steps more: each memory and the chunks take 160 steps (warm-up 16) from the same model, and every
     memory's control is the chunks' 160-step row, not the 80-step one."""
     import block_tables
 
     again = f"{START}-rerun"  # the chunks at 512 pretrained again (on a head trained again)
-    memory, chunks = ROWS[f"{again}-then-singularformer-gated-mlm160"], ROWS[f"{again}-then-local-mlm160"]
-    for row in (memory, chunks):
+    chunks = ROWS[f"{again}-then-local-mlm160"]
+    memories = [ROWS[f"{again}-then-{mechanism}-gated-mlm160"] for mechanism in ("singularformer", "dba", "psf")]
+    for row in (*memories, chunks):
         assert row.start == again and row.mlm_steps == 160 and row.mlm_seed == 3
     continued = pretrain.stage_command(chunks, "mlm", BUDGET)
     assert (option(continued, "--max_train_steps"), option(continued, "--num_warmup_steps")) == ("160", "16")
-    assert block_tables.control_of(memory.name) == chunks.name and block_tables.control_of(chunks.name) == again
+    for memory in memories:
+        assert (memory.pieces, memory.length, memory.block) == (2048, 2048, 512)
+        assert block_tables.control_of(memory.name) == chunks.name
+    assert block_tables.control_of(chunks.name) == again
 
 
 def test_a_row_whose_start_has_not_been_pretrained_is_refused_in_one_line(tmp_path, monkeypatch):

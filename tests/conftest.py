@@ -26,17 +26,6 @@ def pytest_addoption(parser):
              "or cpu, to run the same lane on this machine's CPU")
 
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "long_running: a test of a minute or more (a fresh environment, a wheel, the site); the suite "
-                   "starts it first, so that with several workers it does not run alone at the end")
-
-
-def pytest_collection_modifyitems(items):
-    """The ``long_running`` tests first, the others in their order (every worker sorts its collection the same)."""
-    items.sort(key=lambda item: item.get_closest_marker("long_running") is None)
-
-
 def all_loggers() -> list[logging.Logger]:
     return [logging.getLogger()] + [
         logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)

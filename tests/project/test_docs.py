@@ -51,7 +51,6 @@ def test_a_failing_block_is_reported_at_its_page_and_line(tmp_path):
     assert 'File "docs/page.md", line 10' in result.stderr and "x is not 2" in result.stderr
 
 
-@pytest.mark.long_running
 @pytest.mark.skipif(importlib.util.find_spec("sphinx") is None,
                     reason="Sphinx is not installed: pip install -e '.[docs]' (the test extra installs it too)")
 def test_site_builds_with_every_warning_an_error(tmp_path):

@@ -12,7 +12,6 @@ import sys
 import textwrap
 from pathlib import Path
 
-import pytest
 import torch
 from helpers.models import assert_loads_as_remote_code
 
@@ -121,7 +120,6 @@ CHECKOUT_USER = """
 """
 
 
-@pytest.mark.long_running
 def test_wheel_install_works_from_outside_the_checkout_and_from_its_root(tmp_path):
     wheel_dir, venv, source = tmp_path / "wheels", tmp_path / "venv", tmp_path / "source"
     # A copy of what the wheel is built from, so that setuptools' build/ folder never lands in the checkout.

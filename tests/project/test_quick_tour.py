@@ -19,7 +19,6 @@ import sys
 from importlib.metadata import distribution
 from pathlib import Path
 
-import pytest
 from helpers.docs import fenced_blocks, run_page_blocks
 from packaging.requirements import Requirement
 
@@ -63,7 +62,6 @@ def seeing_this_torch(python: str, folder: Path) -> None:
     (Path(site) / "this_environments_torch.pth").write_text(f"{folder}\n")
 
 
-@pytest.mark.long_running
 def test_the_quick_tour_runs_in_a_fresh_environment_installed_as_it_says(tmp_path):
     commands = install_commands(TOUR)
     assert commands == ['pip install torch==2.13.0 && pip install -e ".[tour]"']

@@ -140,8 +140,8 @@ def then(start: Row, row: Row, seed: int, steps: int | None = None) -> Row:
     more = f"{steps} masked-LM steps" if steps else "the benchmark's 80 masked-LM steps"
     return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else ""), start=start.name,
                    mlm_steps=steps, mlm_seed=seed, head=start.head,
-                   what=f"{more} more from `{start.name}`: {row.what.split(', ')[0]}, at {row.length:,} tokens{pieces}, "
-                        f"seed {seed}")
+                   what=f"{more} more from `{start.name}`: {row.what.split(', ')[0]}, at {row.length:,} "
+                        f"tokens{pieces}, seed {seed}")
 
 
 def rerun(row: Row, date: str, head: str | None = None) -> Row:
@@ -202,11 +202,13 @@ ROWS = {row.name: row for row in [
       for after in (longer_blocks("local", *seed, length=SHORT), gated(in_pieces(longer_blocks("kerformer", *seed))),
                     in_pieces(longer_blocks("singularformer", *seed)), in_pieces(longer_blocks("local", *seed)))),
     AT_512_AGAIN,
-    # the steps lever after the chunks: twice as many steps more, each mechanism's memory against the chunks continued
-    # at 512 (from the chunks at 512 pretrained again: models/ is not committed, and the head they started from was lost)
+    # the steps lever after the chunks: twice as many steps more, each mechanism's memory against the chunks
+    # continued at 512 (from the chunks at 512 pretrained again: models/ is not committed, and the head they started
+    # from was lost)
     *(then(AT_512_AGAIN, after, 3, LONGER_MLM_STEPS)
       for after in (longer_blocks("local", *SEEDS[0], length=SHORT),
-                    *(in_pieces(longer_blocks(mechanism, *SEEDS[0])) for mechanism in ("singularformer", "dba", "psf")))),
+                    *(in_pieces(longer_blocks(mechanism, *SEEDS[0]))
+                      for mechanism in ("singularformer", "dba", "psf")))),
 ]}
 
 

@@ -133,12 +133,13 @@ def gated(row: Row) -> Row:
 def then(start: Row, row: Row, seed: int, steps: int | None = None) -> Row:
     """``row``'s attention, settings, data and length for ``steps`` masked-LM steps more (None: the benchmark's 80),
     started from ``start``'s pretrained model with pretraining seed ``seed`` (not ``start``'s: the same batches again
-    in the same order)."""
+    in the same order); a length beyond ``LONG`` is in the name (``-at8192``)."""
     label = f"{row.attention}-gated" if row.attention != "local" else \
         f"local-pieces{row.pieces}" if row.pieces else "local"
     pieces = f", on shuffled pieces of {row.pieces:,}" if row.pieces else ""
     more = f"{steps} masked-LM steps" if steps else "the benchmark's 80 masked-LM steps"
-    return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else ""), start=start.name,
+    at = f"-at{row.length}" if row.length > LONG else ""
+    return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else "") + at, start=start.name,
                    mlm_steps=steps, mlm_seed=seed, head=start.head,
                    what=f"{more} more from `{start.name}`: {row.what.split(', ')[0]}, at {row.length:,} "
                         f"tokens{pieces}, seed {seed}")
@@ -209,6 +210,10 @@ ROWS = {row.name: row for row in [
       for after in (longer_blocks("local", *SEEDS[0], length=SHORT),
                     *(in_pieces(longer_blocks(mechanism, *SEEDS[0]))
                       for mechanism in ("singularformer", "dba", "psf")))),
+    # and the length lever after the chunks: the memories that pretrained best at 8,192 on pieces, there again
+    *(then(AT_512_AGAIN, in_pieces(after), 3, LONGER_MLM_STEPS)
+      for after in (gated(longer_blocks("kerformer", *SEEDS[0], length=LONGEST)),
+                    longer_blocks("singularformer", *SEEDS[0], length=LONGEST))),
 ]}
 
 

@@ -82,3 +82,30 @@ def test_a_row_whose_start_has_not_been_pretrained_is_refused_in_one_line(tmp_pa
     with pytest.raises(SystemExit, match=rf"starts from .*{START}-512-mlm, which is missing: run --rows {START} "
                                          "--stages extend mlm first"):
         pretrain.run_stage(f"{START}-then-local", "mlm", BUDGET)
+
+
+def test_the_length_lever_after_the_chunks_converts_to_8192_and_trains_the_tokens_of_a_step_at_2048(
+        tmp_path, monkeypatch):
+    """Kerformer's gated memory and Singularformer's after the chunks at 8,192 on shuffled pieces of 2,048: converted
+    from the chunks' model to 8,192 tokens, one block of 8,192 a step (the tokens of 4 x 2,048), 160 steps, named
+    apart from the same memories at 2,048 and held against the chunks continued 160 steps at 512."""
+    import block_tables
+    import common
+
+    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))
+    again = f"{START}-rerun"
+    for mechanism in ("kerformer", "singularformer"):
+        memory = ROWS[f"{again}-then-{mechanism}-gated-mlm160-at8192"]
+        assert memory.name != f"{again}-then-{mechanism}-gated-mlm160" and memory.settings["local_block"] == 512
+        convert = pretrain.stage_command(memory, "extend", BUDGET)
+        assert convert[2] == str(tmp_path / "models" / f"{again}-512-mlm")
+        assert option(convert, "--max_length") == "8192"
+        train = pretrain.stage_command(memory, "mlm", BUDGET)
+        assert option(train, "--model_name_or_path") == str(tmp_path / "models" / f"{memory.name}-8192-extend")
+        assert [option(train, name) for name in ("--max_seq_length", "--per_device_train_batch_size",
+                                                  "--gradient_accumulation_steps", "--max_train_steps", "--seed",
+                                                  "--train_file")] == ["8192", "1", "1", "160", "3", "pieces2048"]
+        assert block_tables.control_of(memory.name) == f"{again}-then-local-mlm160"
+    assert ROWS[f"{again}-then-kerformer-gated-mlm160-at8192"].settings["shared_normaliser"] is False

@@ -130,16 +130,19 @@ def gated(row: Row) -> Row:
                    what=f"{row.what}, the memory normalised on its own and gated")
 
 
-def then(start: Row, row: Row, seed: int, steps: int | None = None) -> Row:
+def then(start: Row, row: Row, seed: int, steps: int | None = None, seed_in_name: bool = False) -> Row:
     """``row``'s attention, settings, data and length for ``steps`` masked-LM steps more (None: the benchmark's 80),
     started from ``start``'s pretrained model with pretraining seed ``seed`` (not ``start``'s: the same batches again
-    in the same order); a length beyond ``LONG`` is in the name (``-at8192``)."""
+    in the same order); a length beyond ``LONG`` is in the name (``-at8192``), and so is the seed where asked
+    (``-seed4``: another continuation of the same start)."""
     label = f"{row.attention}-gated" if row.attention != "local" else \
         f"local-pieces{row.pieces}" if row.pieces else "local"
     pieces = f", on shuffled pieces of {row.pieces:,}" if row.pieces else ""
     more = f"{steps} masked-LM steps" if steps else "the benchmark's 80 masked-LM steps"
     at = f"-at{row.length}" if row.length > LONG else ""
-    return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else "") + at, start=start.name,
+    named = f"-seed{seed}" if seed_in_name else ""
+    return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else "") + named + at,
+                   start=start.name,
                    mlm_steps=steps, mlm_seed=seed, head=start.head,
                    what=f"{more} more from `{start.name}`: {row.what.split(', ')[0]}, at {row.length:,} "
                         f"tokens{pieces}, seed {seed}")
@@ -214,6 +217,10 @@ ROWS = {row.name: row for row in [
     *(then(AT_512_AGAIN, in_pieces(after), 3, LONGER_MLM_STEPS)
       for after in (gated(longer_blocks("kerformer", *SEEDS[0], length=LONGEST)),
                     longer_blocks("singularformer", *SEEDS[0], length=LONGEST))),
+    # and another continuation seed of Kerformer's, with the chunks' own: the retrieval at 8,192 it seemed to keep
+    *(then(AT_512_AGAIN, after, 4, LONGER_MLM_STEPS, seed_in_name=True)
+      for after in (longer_blocks("local", *SEEDS[0], length=SHORT),
+                    in_pieces(gated(longer_blocks("kerformer", *SEEDS[0], length=LONGEST))))),
 ]}
 
 

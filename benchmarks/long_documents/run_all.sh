@@ -197,6 +197,8 @@ case "${1:-}" in
     pretrain_and_read "$again-then-dba-gated-mlm160 $again-then-psf-gated-mlm160"
     # and the length lever after the chunks: Kerformer's and Singularformer's memories at 8,192 on the same pieces
     pretrain_and_read "$again-then-kerformer-gated-mlm160-at8192 $again-then-singularformer-gated-mlm160-at8192"
+    # and another continuation seed (4) of Kerformer's, with the chunks continued with it
+    pretrain_and_read "$again-then-local-mlm160-seed4 $again-then-kerformer-gated-mlm160-seed4-at8192"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -109,3 +109,19 @@ def test_the_length_lever_after_the_chunks_converts_to_8192_and_trains_the_token
                                                   "--train_file")] == ["8192", "1", "1", "160", "3", "pieces2048"]
         assert block_tables.control_of(memory.name) == f"{again}-then-local-mlm160"
     assert ROWS[f"{again}-then-kerformer-gated-mlm160-at8192"].settings["shared_normaliser"] is False
+
+
+def test_another_continuation_seed_is_named_and_held_against_the_chunks_continued_with_that_seed(monkeypatch):
+    """Kerformer's memory at 8,192 continued with seed 4 from the same chunks: its name says the seed, it trains with
+    it, and its control is the chunks continued 160 steps with seed 4 (whose control is the model both started from)."""
+    import block_tables
+
+    monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))  # a fresh clone: no corpus
+    again = f"{START}-rerun"
+    memory, chunks = ROWS[f"{again}-then-kerformer-gated-mlm160-seed4-at8192"], ROWS[f"{again}-then-local-mlm160-seed4"]
+    for row in (memory, chunks):
+        command = pretrain.stage_command(row, "mlm", BUDGET)
+        assert (row.start, row.mlm_steps, option(command, "--seed")) == (again, 160, "4")
+    assert block_tables.control_of(memory.name) == chunks.name
+    assert block_tables.control_of(chunks.name) == again
+    assert block_tables.control_of(f"{again}-then-kerformer-gated-mlm160-at8192") == f"{again}-then-local-mlm160"

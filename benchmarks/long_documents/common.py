@@ -142,8 +142,7 @@ def then(start: Row, row: Row, seed: int, steps: int | None = None, seed_in_name
     at = f"-at{row.length}" if row.length > LONG else ""
     named = f"-seed{seed}" if seed_in_name else ""
     return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else "") + named + at,
-                   start=start.name,
-                   mlm_steps=steps, mlm_seed=seed, head=start.head,
+                   start=start.name, mlm_steps=steps, mlm_seed=seed, head=start.head,
                    what=f"{more} more from `{start.name}`: {row.what.split(', ')[0]}, at {row.length:,} "
                         f"tokens{pieces}, seed {seed}")
 

@@ -220,12 +220,14 @@ def kernel_memory_text() -> str:
                          f"the same pretraining, over every key (each block's own counted twice) "
                          f"{every_key['loss']:.4f}.")
     lines += [gated_text(name) for name in BLOCK_ROWS if ROWS[name].settings.get("shared_normaliser") is False
-              and mlm(name, "mlm") is not None and mlm(shared_twin(name), "mlm") is not None]
+              and shared_twin(name) != name and mlm(name, "mlm") is not None
+              and mlm(shared_twin(name), "mlm") is not None]
     return "\n".join(lines) or "Kerformer's memory built another way: not run."
 
 
 def shared_twin(name: str) -> str:
-    """The row that gated row ``name`` (``common.gated``) was made from: its memory under the shared normaliser."""
+    """The row that gated row ``name`` (``common.gated``) was made from: its memory under the shared normaliser
+    (``name`` itself where it has none: a row that continues another's model)."""
     return name.removesuffix("-gated")
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from common import ROWS, figure_and_axes, markdown_table, mean_and_error, pretrained_at, publish, read_result, \
+from common import ROWS, SHORT, figure_and_axes, markdown_table, mean_and_error, pretrained_at, publish, read_result, \
     save_figure
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
@@ -33,7 +33,7 @@ def control_of(name: str) -> str:
     """Row ``name``'s control: the chunks pretrained with its number of masked-LM steps, and for a block row with its
     seed, at its length and on its pieces too (a chunks row of another seed, length or layout is held against the
     first seed's at 2,048: the run-to-run noise, and what the length or the layout changes); for a row that continues
-    another's model (``start``), the chunks continued from it (with its seed where its name gives one; and those,
+    another's model (``start``), the chunks continued from it at 512 with its steps and seed (and those,
     against the model they continued); for a rerun on a head trained again (``-rerun``), the row it reruns: what the
     head changed."""
     if name.endswith("-rerun"):
@@ -41,8 +41,9 @@ def control_of(name: str) -> str:
     row = ROWS[name]
     steps = f"-mlm{row.mlm_steps}" if row.mlm_steps else ""
     if row.start:  # a row that continues another: the chunks continued as they were pretrained, as long, from it
-        named = f"-seed{row.mlm_seed}"  # with the same seed where the name gives it (common.then's seed_in_name)
-        chunks = f"{row.start}-then-local{steps}" + (named if f"{steps}{named}" in name.removeprefix(row.start) else "")
+        chunks = next((other.name for other in ROWS.values()
+                       if (other.start, other.attention, other.length, other.mlm_steps, other.mlm_seed)
+                       == (row.start, "local", SHORT, row.mlm_steps, row.mlm_seed)), f"{row.start}-then-local{steps}")
         return row.start if name == chunks else chunks
     if row.attention == "local":
         return on_the_same_head(name, CHUNKS + steps)

@@ -12,6 +12,7 @@ Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 from common import ROWS, SHORT, figure_and_axes, markdown_table, mean_and_error, pretrained_at, publish, read_result, \
@@ -220,16 +221,20 @@ def kernel_memory_text() -> str:
             lines.append(f"- `{name}`: the memory over the other blocks (the default) {default['loss']:.4f} nats after "
                          f"the same pretraining, over every key (each block's own counted twice) "
                          f"{every_key['loss']:.4f}.")
-    lines += [gated_text(name) for name in BLOCK_ROWS if ROWS[name].settings.get("shared_normaliser") is False
-              and shared_twin(name) != name and mlm(name, "mlm") is not None
-              and mlm(shared_twin(name), "mlm") is not None]
+    lines += [gated_text(name) for name in BLOCK_ROWS if shared_twin(name)
+              and mlm(name, "mlm") is not None and mlm(shared_twin(name), "mlm") is not None]
     return "\n".join(lines) or "Kerformer's memory built another way: not run."
 
 
-def shared_twin(name: str) -> str:
-    """The row that gated row ``name`` (``common.gated``) was made from: its memory under the shared normaliser
-    (``name`` itself where it has none: a row that continues another's model)."""
-    return name.removesuffix("-gated")
+def shared_twin(name: str) -> str | None:
+    """The row that gated row ``name`` (``common.gated``) was made from: the same row in every field but its name and
+    words, its memory under the shared normaliser (None where ``name`` is not gated or no such row was run: a row that
+    continues another's model)."""
+    row = ROWS[name]
+    if row.settings.get("shared_normaliser") is not False:
+        return None
+    shared = replace(row, settings={**row.settings, "shared_normaliser": True})
+    return next((other.name for other in ROWS.values() if replace(other, name=name, what=row.what) == shared), None)
 
 
 def gated_text(name: str) -> str:

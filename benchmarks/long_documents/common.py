@@ -16,6 +16,7 @@ MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
 AS_MEASURED = {"kerformer": {"shared_normaliser": True}}
 LONG, SHORT = 2048, 512
 LONGEST = 8192  # the longest reading: retrieval over the documents that long, and the length a lever pretrains at
+MIDDLE = 4096  # the length lever between the two
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
 BLOCK = SHORT  # the aligned blocks of the block rows: the checkpoint's own length
 LONGER_MLM_STEPS = 160  # the "more pretraining" lever: twice the benchmark's 80 masked-LM steps
@@ -220,6 +221,9 @@ ROWS = {row.name: row for row in [
     *(then(AT_512_AGAIN, after, 4, LONGER_MLM_STEPS, seed_in_name=True)
       for after in (longer_blocks("local", *SEEDS[0], length=SHORT),
                     in_pieces(gated(longer_blocks("kerformer", *SEEDS[0], length=LONGEST))))),
+    # Singularformer's memory after the chunks between the two lengths (4,096), and a second continuation seed at 2,048
+    then(AT_512_AGAIN, in_pieces(longer_blocks("singularformer", *SEEDS[0], length=MIDDLE)), 3, LONGER_MLM_STEPS),
+    then(AT_512_AGAIN, in_pieces(longer_blocks("singularformer", *SEEDS[0])), 4, LONGER_MLM_STEPS, seed_in_name=True),
 ]}
 
 

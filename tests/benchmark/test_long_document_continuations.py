@@ -84,11 +84,14 @@ def test_a_row_whose_start_has_not_been_pretrained_is_refused_in_one_line(tmp_pa
         pretrain.run_stage(f"{START}-then-local", "mlm", BUDGET)
 
 
-def test_the_length_lever_after_the_chunks_converts_to_8192_and_trains_the_tokens_of_a_step_at_2048(
-        tmp_path, monkeypatch):
-    """Kerformer's gated memory and Singularformer's after the chunks at 8,192 on shuffled pieces of 2,048: converted
-    from the chunks' model to 8,192 tokens, one block of 8,192 a step (the tokens of 4 x 2,048), 160 steps, named
-    apart from the same memories at 2,048 and held against the chunks continued 160 steps at 512."""
+@pytest.mark.parametrize("mechanism, length, accumulation", [
+    ("kerformer", 8192, 1), ("singularformer", 8192, 1), ("singularformer", 4096, 2)])
+def test_the_length_lever_after_the_chunks_converts_to_its_length_and_trains_the_tokens_of_a_step_at_2048(
+        mechanism, length, accumulation, tmp_path, monkeypatch):
+    """Kerformer's gated memory and Singularformer's after the chunks at 8,192 (and Singularformer's at 4,096) on
+    shuffled pieces of 2,048: converted from the chunks' model to that length, the tokens of 4 x 2,048 a step (one
+    block of 8,192, two of 4,096), 160 steps, named apart from the same memories at 2,048 and held against the chunks
+    continued 160 steps at 512."""
     import block_tables
     import common
 
@@ -96,32 +99,48 @@ def test_the_length_lever_after_the_chunks_converts_to_8192_and_trains_the_token
     monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
     monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))
     again = f"{START}-rerun"
-    for mechanism in ("kerformer", "singularformer"):
-        memory = ROWS[f"{again}-then-{mechanism}-gated-mlm160-at8192"]
-        assert memory.name != f"{again}-then-{mechanism}-gated-mlm160" and memory.settings["local_block"] == 512
-        convert = pretrain.stage_command(memory, "extend", BUDGET)
-        assert convert[2] == str(tmp_path / "models" / f"{again}-512-mlm")
-        assert option(convert, "--max_length") == "8192"
-        train = pretrain.stage_command(memory, "mlm", BUDGET)
-        assert option(train, "--model_name_or_path") == str(tmp_path / "models" / f"{memory.name}-8192-extend")
-        assert [option(train, name) for name in ("--max_seq_length", "--per_device_train_batch_size",
-                                                  "--gradient_accumulation_steps", "--max_train_steps", "--seed",
-                                                  "--train_file")] == ["8192", "1", "1", "160", "3", "pieces2048"]
-        assert block_tables.control_of(memory.name) == f"{again}-then-local-mlm160"
-    assert ROWS[f"{again}-then-kerformer-gated-mlm160-at8192"].settings["shared_normaliser"] is False
+    memory = ROWS[f"{again}-then-{mechanism}-gated-mlm160-at{length}"]
+    assert memory.name != f"{again}-then-{mechanism}-gated-mlm160" and memory.settings["local_block"] == 512
+    assert memory.settings.get("shared_normaliser", False) is False  # Kerformer's too: gated, not shared
+    convert = pretrain.stage_command(memory, "extend", BUDGET)
+    assert convert[2] == str(tmp_path / "models" / f"{again}-512-mlm")
+    assert option(convert, "--max_length") == str(length)
+    train = pretrain.stage_command(memory, "mlm", BUDGET)
+    assert option(train, "--model_name_or_path") == str(tmp_path / "models" / f"{memory.name}-{length}-extend")
+    assert [option(train, name) for name in ("--max_seq_length", "--per_device_train_batch_size",
+                                              "--gradient_accumulation_steps", "--max_train_steps", "--seed",
+                                              "--train_file")] == [str(length), "1", str(accumulation), "160", "3",
+                                                                   "pieces2048"]
+    assert block_tables.control_of(memory.name) == f"{again}-then-local-mlm160"
 
 
-def test_another_continuation_seed_is_named_and_held_against_the_chunks_continued_with_that_seed(monkeypatch):
-    """Kerformer's memory at 8,192 continued with seed 4 from the same chunks: its name says the seed, it trains with
-    it, and its control is the chunks continued 160 steps with seed 4 (whose control is the model both started from)."""
+@pytest.mark.parametrize("memory", ["kerformer-gated-mlm160-seed4-at8192", "singularformer-gated-mlm160-seed4"])
+def test_another_continuation_seed_is_named_and_held_against_the_chunks_continued_with_that_seed(memory, monkeypatch):
+    """Kerformer's memory at 8,192 and Singularformer's at 2,048 continued with seed 4 from the same chunks: the name
+    says the seed, the row trains with it, and its control is the chunks continued 160 steps with seed 4 (whose
+    control is the model both started from), while the seed-3 row's stays the chunks continued with seed 3."""
     import block_tables
 
     monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))  # a fresh clone: no corpus
     again = f"{START}-rerun"
-    memory, chunks = ROWS[f"{again}-then-kerformer-gated-mlm160-seed4-at8192"], ROWS[f"{again}-then-local-mlm160-seed4"]
+    memory, chunks = ROWS[f"{again}-then-{memory}"], ROWS[f"{again}-then-local-mlm160-seed4"]
     for row in (memory, chunks):
         command = pretrain.stage_command(row, "mlm", BUDGET)
         assert (row.start, row.mlm_steps, option(command, "--seed")) == (again, 160, "4")
     assert block_tables.control_of(memory.name) == chunks.name
     assert block_tables.control_of(chunks.name) == again
-    assert block_tables.control_of(f"{again}-then-kerformer-gated-mlm160-at8192") == f"{again}-then-local-mlm160"
+    assert block_tables.control_of(memory.name.replace("-seed4", "")) == f"{again}-then-local-mlm160"
+
+
+def test_a_gated_memory_is_held_against_the_row_it_was_made_from_and_a_continuation_against_none():
+    """``block_tables.shared_twin``: a gated Kerformer row's twin is the row equal to it in every field but its
+    normaliser (shared); a gated continuation, whose name ends as a gated row's does, has no such row and is not
+    listed against itself; a row with no gate has none."""
+    import block_tables
+
+    assert block_tables.shared_twin("kerformer-b512-gated") == "kerformer-b512"
+    twin = "kerformer-b512-direct-gate-lr0.1-mlm160-seed2-at8192-pieces2048"
+    assert block_tables.shared_twin(f"{twin}-gated") == twin
+    assert block_tables.shared_twin(f"{START}-then-kerformer-gated") is None
+    assert block_tables.shared_twin(f"{START}-rerun-then-kerformer-gated-mlm160-at8192") is None
+    assert [block_tables.shared_twin(name) for name in ("kerformer-b512", "singularformer-b512")] == [None, None]

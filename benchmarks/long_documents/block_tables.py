@@ -221,8 +221,8 @@ def kernel_memory_text() -> str:
             lines.append(f"- `{name}`: the memory over the other blocks (the default) {default['loss']:.4f} nats after "
                          f"the same pretraining, over every key (each block's own counted twice) "
                          f"{every_key['loss']:.4f}.")
-    lines += [gated_text(name) for name in BLOCK_ROWS if shared_twin(name)
-              and mlm(name, "mlm") is not None and mlm(shared_twin(name), "mlm") is not None]
+    lines += [gated_text(name, twin) for name in BLOCK_ROWS if (twin := shared_twin(name))
+              and mlm(name, "mlm") is not None and mlm(twin, "mlm") is not None]
     return "\n".join(lines) or "Kerformer's memory built another way: not run."
 
 
@@ -237,10 +237,9 @@ def shared_twin(name: str) -> str | None:
     return next((other.name for other in ROWS.values() if replace(other, name=name, what=row.what) == shared), None)
 
 
-def gated_text(name: str) -> str:
-    """Gated row ``name`` against its :func:`shared_twin`, before and after the same pretraining, and the paired
-    per-token difference after it."""
-    shared = shared_twin(name)
+def gated_text(name: str, shared: str) -> str:
+    """Gated row ``name`` against ``shared``, its :func:`shared_twin`, before and after the same pretraining, and the
+    paired per-token difference after it."""
     mine, theirs = read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{shared}@mlm")
     paired = "" if not mine or not theirs else " (%+.3f ± %.3f a token)" % every_token(mine, theirs)
     return (f"- `{name}`, the memory normalised on its own and mixed per head by a gate from "

@@ -36,7 +36,9 @@ except ImportError as error:  # fast_paths.obstacle keeps this module unimported
     raise ImportError("PSF's CUDA kernels need Triton, which comes with PyTorch's CUDA builds: pip install triton") \
         from error
 
-BLOCK_TOKENS, BLOCK_CHANNELS = 32, 128
+# Each kernel's tile of tokens and of channels and its warps, timed on an H200 (benchmarks/gpu/chord_kernel_tiles.py)
+GATHER_TILE = (8, 64, 4)  # _gather_links and _values_backward_from_pads (32, 128, 4 took 8x as long)
+WEIGHTS_TILE = (32, 32, 8)  # _weights_backward (32, 128, 4: 1.8x as long)
 
 
 @triton.jit
@@ -111,7 +113,30 @@ def _values_backward_from_pads(weights, grad, lengths, grad_values, N, C, K: tl.
 
 
 def _grid(tokens: int, channels: int, batch: int) -> tuple[int, int, int]:
-    return triton.cdiv(tokens, BLOCK_TOKENS), triton.cdiv(channels, BLOCK_CHANNELS), batch
+    return triton.cdiv(tokens, GATHER_TILE[0]), triton.cdiv(channels, GATHER_TILE[1]), batch
+
+
+def gather_links(source, weights, lengths, transposed: bool) -> torch.Tensor:
+    """:func:`_gather_links` of ``source [B, N, C]`` on ``GATHER_TILE``: a factor's product, or its gradient to the
+    values from the real rows (``transposed``)."""
+    batch, length, width = source.shape
+    out = torch.empty_like(source)
+    tokens, channels, warps = GATHER_TILE
+    _gather_links[_grid(length, width, batch)](source, weights, lengths, out, length, width, K=weights.shape[2],
+                                               TRANSPOSED=transposed, BLOCK_T=tokens, BLOCK_C=channels,
+                                               num_warps=warps)
+    return out
+
+
+def weights_backward(values, grad, lengths, links: int) -> torch.Tensor:
+    """:func:`_weights_backward` on ``WEIGHTS_TILE``: ``grad_weights [B, N, K]`` of a factor."""
+    batch, length, width = values.shape
+    grad_weights = values.new_empty(batch, length, links)
+    tokens, channels, warps = WEIGHTS_TILE
+    _weights_backward[(triton.cdiv(length, tokens), batch)](
+        values, grad, lengths, grad_weights, length, width, K=links, K_PAD=triton.next_power_of_2(links),
+        BLOCK_T=tokens, BLOCK_C=channels, num_warps=warps)
+    return grad_weights
 
 
 class ChordKernelMix(torch.autograd.Function):
@@ -124,29 +149,21 @@ class ChordKernelMix(torch.autograd.Function):
         values, weights = values.contiguous(), weights.contiguous()
         ctx.save_for_backward(values, weights, lengths)
         ctx.pads = pads
-        batch, length, width = values.shape
-        out = torch.empty_like(values)
-        _gather_links[_grid(length, width, batch)](values, weights, lengths, out, length, width, K=weights.shape[2],
-                                                   TRANSPOSED=False, BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
-        return out
+        return gather_links(values, weights, lengths, transposed=False)
 
     @staticmethod
     @once_differentiable
     def backward(ctx, grad):
         values, weights, lengths = ctx.saved_tensors
         grad = grad.contiguous()
-        batch, length, width = values.shape
-        links = weights.shape[2]
-        grad_weights, grad_values = torch.empty_like(weights), torch.empty_like(values)
-        _weights_backward[(triton.cdiv(length, BLOCK_TOKENS), batch)](
-            values, grad, lengths, grad_weights, length, width, K=links, K_PAD=triton.next_power_of_2(links),
-            BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
-        grid = _grid(length, width, batch)
-        _gather_links[grid](grad, weights, lengths, grad_values, length, width, K=links, TRANSPOSED=True,
-                            BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+        grad_weights = weights_backward(values, grad, lengths, weights.shape[2])
+        grad_values = gather_links(grad, weights, lengths, transposed=True)
         if ctx.pads:
-            _values_backward_from_pads[grid](weights, grad, lengths, grad_values, length, width, K=links,
-                                             BLOCK_T=BLOCK_TOKENS, BLOCK_C=BLOCK_CHANNELS)
+            batch, length, width = values.shape
+            tokens, channels, warps = GATHER_TILE
+            _values_backward_from_pads[_grid(length, width, batch)](
+                weights, grad, lengths, grad_values, length, width, K=weights.shape[2], BLOCK_T=tokens,
+                BLOCK_C=channels, num_warps=warps)
         return grad_values, grad_weights, None, None
 
 

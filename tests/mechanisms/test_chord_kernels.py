@@ -32,10 +32,14 @@ def exact_factor(values: torch.Tensor, weights: torch.Tensor, lengths: list[int]
     return cyclic_window_mix(values, weights, circular_rows(torch.tensor(lengths), LENGTH, max(offsets)), offsets)
 
 
+@pytest.mark.parametrize("tiles", [None, ((32, 128, 4), (4, 256, 2))], ids=["tuned-tiles", "other-tiles"])
 @pytest.mark.parametrize("lengths", [[12, 12], [12, 7, 1]], ids=["full", "padded"])
-def test_one_factor_and_its_gradients_equal_the_exact_path(lengths):
+def test_one_factor_and_its_gradients_equal_the_exact_path(lengths, tiles, monkeypatch):
     """Outputs and gradients (to values and weights, the pad rows' share included) against the exact path in
-    float64."""
+    float64, on the kernels' tiles and on others (a tile longer than the sequence, one wider than the channels)."""
+    if tiles:
+        monkeypatch.setattr(chord_kernels, "GATHER_TILE", tiles[0])
+        monkeypatch.setattr(chord_kernels, "WEIGHTS_TILE", tiles[1])
     generator = torch.Generator().manual_seed(0)
     values, upstream = (torch.randn(len(lengths), LENGTH, WIDTH, generator=generator, dtype=torch.float64)
                         for _ in range(2))

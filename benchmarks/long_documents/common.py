@@ -222,8 +222,10 @@ ROWS = {row.name: row for row in [
       for after in (longer_blocks("local", *SEEDS[0], length=SHORT),
                     in_pieces(gated(longer_blocks("kerformer", *SEEDS[0], length=LONGEST))))),
     # Singularformer's memory after the chunks between the two lengths (4,096), and a second continuation seed at 2,048
+    # of each memory that continued 160 steps there
     then(AT_512_AGAIN, in_pieces(longer_blocks("singularformer", *SEEDS[0], length=MIDDLE)), 3, LONGER_MLM_STEPS),
-    then(AT_512_AGAIN, in_pieces(longer_blocks("singularformer", *SEEDS[0])), 4, LONGER_MLM_STEPS, seed_in_name=True),
+    *(then(AT_512_AGAIN, in_pieces(longer_blocks(mechanism, *SEEDS[0])), 4, LONGER_MLM_STEPS, seed_in_name=True)
+      for mechanism in ("singularformer", "dba", "psf")),
 ]}
 
 

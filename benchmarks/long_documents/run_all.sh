@@ -201,6 +201,8 @@ case "${1:-}" in
     pretrain_and_read "$again-then-local-mlm160-seed4 $again-then-kerformer-gated-mlm160-seed4-at8192"
     # Singularformer's memory after the chunks at 4,096, and its second continuation seed at 2,048
     pretrain_and_read "$again-then-singularformer-gated-mlm160-at4096 $again-then-singularformer-gated-mlm160-seed4"
+    # and DBA's and PSF's second continuation seeds at 2,048
+    pretrain_and_read "$again-then-dba-gated-mlm160-seed4 $again-then-psf-gated-mlm160-seed4"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

@@ -114,11 +114,13 @@ def test_the_length_lever_after_the_chunks_converts_to_its_length_and_trains_the
     assert block_tables.control_of(memory.name) == f"{again}-then-local-mlm160"
 
 
-@pytest.mark.parametrize("memory", ["kerformer-gated-mlm160-seed4-at8192", "singularformer-gated-mlm160-seed4"])
+@pytest.mark.parametrize("memory", ["kerformer-gated-mlm160-seed4-at8192", "singularformer-gated-mlm160-seed4",
+                                    "dba-gated-mlm160-seed4", "psf-gated-mlm160-seed4"])
 def test_another_continuation_seed_is_named_and_held_against_the_chunks_continued_with_that_seed(memory, monkeypatch):
-    """Kerformer's memory at 8,192 and Singularformer's at 2,048 continued with seed 4 from the same chunks: the name
-    says the seed, the row trains with it, and its control is the chunks continued 160 steps with seed 4 (whose
-    control is the model both started from), while the seed-3 row's stays the chunks continued with seed 3."""
+    """Kerformer's memory at 8,192 and Singularformer's, DBA's and PSF's at 2,048 continued with seed 4 from the same
+    chunks: the name says the seed, the row trains with it, and its control is the chunks continued 160 steps with
+    seed 4 (whose control is the model both started from), while the seed-3 row's stays the chunks continued with
+    seed 3."""
     import block_tables
 
     monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))  # a fresh clone: no corpus

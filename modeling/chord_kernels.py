@@ -10,8 +10,8 @@ it as K multiply-adds over the whole ``[B, N, C]`` tensor, each reading and writ
 memory a factor, 42 at K = 14); here one program takes a tile of tokens and channels, gathers each token's K linked
 rows and sums them in registers, so a factor reads the values from memory about once (the linked rows come from the
 cache) and writes the result once (:func:`_gather_links`: on an H200 about three times a copy of the values); the
-offsets and the tile sizes are compile-time constants. The backward is
-two gathers too: the same kernel transposed for the values, one of dot products for the weights::
+offsets and the tile sizes are compile-time constants. The backward is two gathers too: the same kernel transposed
+for the values, one of dot products for the weights::
 
     grad_values[b, s]     = sum_k weights[b, t_k, k] grad[b, t_k],   t_k = (s - offsets[k]) mod L_b,   s < L_b
     grad_weights[b, t, k] = grad[b, t] . values[b, (t + offsets[k]) mod L_b]

@@ -198,7 +198,12 @@ stage profile 50 python3 benchmarks/gpu/profile_steps.py --rows peer:roberta-chu
 #    then PSF alone and beside blocks of 512 on them against the chunked reader, eager (issue 33: at most 2x).
 stage psf-kernels 200 bash -c "python3 -m pytest -q -p no:cacheprovider tests/mechanisms/test_chord_kernels.py \
     && ${LANE_COMMAND[*]} --junitxml=$OUT/lane-psf-kernels.xml -k 'fast and psf'"
-[ "$DEVICE" = cuda ] && stage psf-tiles 120 python3 benchmarks/gpu/chord_kernel_tiles.py --output "$OUT/psf-tiles.md"
+if [ "$DEVICE" = cuda ]; then
+    stage psf-tiles 120 python3 benchmarks/gpu/chord_kernel_tiles.py --output "$OUT/psf-tiles.md"
+elif [[ " $STAGES " == *" psf-tiles "* ]]; then
+    log "== psf-tiles: skipped, it times Triton's kernels and needs CUDA"
+    SUMMARY+=("psf-tiles: skipped (no CUDA)")
+fi
 stage psf-kernels-bench 120 env HF_EFFATTN_FAST_PATHS="$PSF_KERNELS" "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" \
     --lengths "${BLOCK_LENGTHS[@]}" --attentions psf --local_block "$BLOCK" --peers roberta-chunks512 \
     --output_dir "$BENCH/psf-kernels"

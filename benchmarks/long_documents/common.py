@@ -135,8 +135,10 @@ def then(start: Row, row: Row, seed: int, steps: int | None = None, seed_in_name
     """``row``'s attention, settings, data and length for ``steps`` masked-LM steps more (None: the benchmark's 80),
     started from ``start``'s pretrained model with pretraining seed ``seed`` (not ``start``'s: the same batches again
     in the same order); a length beyond ``LONG`` is in the name (``-at8192``), and so is the seed where asked
-    (``-seed4``: another continuation of the same start)."""
-    label = f"{row.attention}-gated" if row.attention != "local" else \
+    (``-seed4``: another continuation of the same start) and a gate's start other than the default (``-gate0.01``)."""
+    gate = row.settings.get("initial_mechanism_weight")
+    gate_name, gate_words = (f"-gate{gate:g}", f", the gates starting at {gate:g}") if gate is not None else ("", "")
+    label = f"{row.attention}-gated{gate_name}" if row.attention != "local" else \
         f"local-pieces{row.pieces}" if row.pieces else "local"
     pieces = f", on shuffled pieces of {row.pieces:,}" if row.pieces else ""
     more = f"{steps} masked-LM steps" if steps else "the benchmark's 80 masked-LM steps"
@@ -145,7 +147,14 @@ def then(start: Row, row: Row, seed: int, steps: int | None = None, seed_in_name
     return replace(row, name=f"{start.name}-then-{label}" + (f"-mlm{steps}" if steps else "") + named + at,
                    start=start.name, mlm_steps=steps, mlm_seed=seed, head=start.head,
                    what=f"{more} more from `{start.name}`: {row.what.split(', ')[0]}, at {row.length:,} "
-                        f"tokens{pieces}, seed {seed}")
+                        f"tokens{pieces}, seed {seed}{gate_words}")
+
+
+def gate_start(row: Row, gate: float) -> Row:
+    """``row``, a block row with a memory, its gates starting at ``gate`` (``initial_mechanism_weight``) instead of
+    the default 0.1: after the chunks' pretraining a memory at 0.1 costs them 0.010 nats at the start."""
+    return replace(row, settings={**row.settings, "initial_mechanism_weight": gate},
+                   what=f"{row.what}, the gates starting at {gate:g}")
 
 
 def rerun(row: Row, date: str, head: str | None = None) -> Row:
@@ -226,6 +235,9 @@ ROWS = {row.name: row for row in [
     then(AT_512_AGAIN, in_pieces(longer_blocks("singularformer", *SEEDS[0], length=MIDDLE)), 3, LONGER_MLM_STEPS),
     *(then(AT_512_AGAIN, in_pieces(longer_blocks(mechanism, *SEEDS[0])), 4, LONGER_MLM_STEPS, seed_in_name=True)
       for mechanism in ("singularformer", "dba", "psf")),
+    # the gate's start after the chunks: Singularformer's memory at 2,048 starting at 0.01, both continuation seeds
+    *(then(AT_512_AGAIN, gate_start(in_pieces(longer_blocks("singularformer", *SEEDS[0])), 0.01), seed,
+           LONGER_MLM_STEPS, seed_in_name=seed == 4) for seed in (3, 4)),
 ]}
 
 

@@ -203,6 +203,9 @@ case "${1:-}" in
     pretrain_and_read "$again-then-singularformer-gated-mlm160-at4096 $again-then-singularformer-gated-mlm160-seed4"
     # and DBA's and PSF's second continuation seeds at 2,048
     pretrain_and_read "$again-then-dba-gated-mlm160-seed4 $again-then-psf-gated-mlm160-seed4"
+    # the gate's start after the chunks: Singularformer's memory starting at 0.01, both continuation seeds
+    pretrain_and_read "$again-then-singularformer-gated-gate0.01-mlm160
+                       $again-then-singularformer-gated-gate0.01-mlm160-seed4"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

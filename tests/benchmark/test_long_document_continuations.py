@@ -134,6 +134,30 @@ def test_another_continuation_seed_is_named_and_held_against_the_chunks_continue
     assert block_tables.control_of(memory.name.replace("-seed4", "")) == f"{again}-then-local-mlm160"
 
 
+@pytest.mark.parametrize("seed, suffix", [("3", ""), ("4", "-seed4")])
+def test_a_memory_starting_at_another_gate_is_named_for_it_converts_with_it_and_is_held_against_the_same_chunks(
+        seed, suffix, tmp_path, monkeypatch):
+    """The gate's start after the chunks: Singularformer's memory with its gates starting at 0.01 is a row apart from
+    the one starting at the default, converts the chunks' model with ``initial_mechanism_weight`` 0.01 and otherwise
+    the same settings, trains with the same options, seed and data, and has the same control."""
+    import block_tables
+    import common
+
+    monkeypatch.setattr(pretrain, "MODELS", tmp_path / "models")
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))
+    again = f"{START}-rerun"
+    memory = ROWS[f"{again}-then-singularformer-gated-gate0.01-mlm160{suffix}"]
+    default = ROWS[f"{again}-then-singularformer-gated-mlm160{suffix}"]
+    converted = json.loads(option(pretrain.stage_command(memory, "extend", BUDGET), "--attention_config"))
+    assert converted == {**default.settings, "initial_mechanism_weight": 0.01} != default.settings
+    assert "initial_mechanism_weight" not in default.settings and "gates starting at 0.01" in memory.what
+    train, trained = (pretrain.stage_command(row, "mlm", BUDGET) for row in (memory, default))
+    assert option(train, "--seed") == seed
+    assert [part.replace(memory.name, default.name) for part in train] == trained
+    assert block_tables.control_of(memory.name) == block_tables.control_of(default.name)
+
+
 def test_a_gated_memory_is_held_against_the_row_it_was_made_from_and_a_continuation_against_none():
     """``block_tables.shared_twin``: a gated Kerformer row's twin is the row equal to it in every field but its
     normaliser (shared); a gated continuation, whose name ends as a gated row's does, has no such row and is not

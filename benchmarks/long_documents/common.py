@@ -152,7 +152,8 @@ def then(start: Row, row: Row, seed: int, steps: int | None = None, seed_in_name
 
 def gate_start(row: Row, gate: float) -> Row:
     """``row``, a block row with a memory, its gates starting at ``gate`` (``initial_mechanism_weight``) instead of
-    the default 0.1: after the chunks' pretraining a memory at 0.1 costs them 0.010 nats at the start."""
+    its mechanism's default (0.1 for a memory mixed by its gate: after the chunks' pretraining it costs them 0.010
+    nats at the start)."""
     return replace(row, settings={**row.settings, "initial_mechanism_weight": gate},
                    what=f"{row.what}, the gates starting at {gate:g}")
 

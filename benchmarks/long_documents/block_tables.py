@@ -15,14 +15,14 @@ import math
 from dataclasses import replace
 from pathlib import Path
 
-from common import ROWS, SHORT, figure_and_axes, markdown_table, mean_and_error, pretrained_at, publish, read_result, \
-    save_figure
+from common import SHORT, figure_and_axes, markdown_table, mean_and_error, publish, read_result, save_figure
 from cost import BLOCK_COST_ROWS
 from cost_tables import cost_ratio
 from gate_start import table as gate_start_table
 from kernel_memory import KIND as ALL_KEYS, REMADE_ROWS
 import memory_mass
 from pretrain import HEAD_RECORD, applies
+from rows import ROWS, pretrained_at
 from tables import STAGE_TITLES, mlm, number, paired_loss, representation, share_cell, target
 
 CHUNKS = "local-b512"  # the chunked reader as one model: the control of every block row
@@ -68,10 +68,10 @@ def measured(body: list[list[str]], always: int = 0) -> list[list[str]]:
 
 
 def not_run() -> str:
-    """The block and chunks rows defined in ``common.py`` that no stage has run yet (left out of the tables)."""
+    """The block and chunks rows defined in ``rows.py`` that no stage has run yet (left out of the tables)."""
     names = [f"`{name}`" for name in [*CHUNK_ROWS, *BLOCK_ROWS]
              if all(mlm(name, stage) is None for stage in STAGE_TITLES)]
-    return f"Defined in `common.py`, not run yet (left out of the tables): {', '.join(names)}." if names else ""
+    return f"Defined in `rows.py`, not run yet (left out of the tables): {', '.join(names)}." if names else ""
 
 
 def long_range_pair(name: str) -> tuple[dict | None, dict | None]:
@@ -227,7 +227,7 @@ def kernel_memory_text() -> str:
 
 
 def shared_twin(name: str) -> str | None:
-    """The row that gated row ``name`` (``common.gated``) was made from: the same row in every field but its name and
+    """The row that gated row ``name`` (``rows.gated``) was made from: the same row in every field but its name and
     words, its memory under the shared normaliser (None where ``name`` is not gated or no such row was run: a row that
     continues another's model)."""
     row = ROWS[name]

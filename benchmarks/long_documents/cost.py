@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The cost of one training step of each benchmark row at 2,048 and 8,192 tokens, against softmax at the same length.
 
-Each row of ``common.ROWS`` (its attention and window, not its trained weights: the cost does not depend on them) is
+Each row of ``rows.ROWS`` (its attention and window, not its trained weights: the cost does not depend on them) is
 MiniLM-L6-H384 converted as ``pretrain.py`` converts it, extended to the length, with a new 5-label classification
 head; one step is forward, backward and an AdamW step on one real document's first tokens (batch 1; ``--batch_size``
 repeats it). The rows take turns (``--repeats`` rounds after a warm-up, one thread: the median of each is kept, so
@@ -38,7 +38,8 @@ from __future__ import annotations
 import argparse
 import statistics
 
-from common import LONG, ROWS, default_device, kept, read_jsonl, set_threads, write_result
+from common import LONG, default_device, kept, read_jsonl, set_threads, write_result
+from rows import ROWS
 
 from hf_effattn.argument_types import positive_int
 from hf_effattn.benchmark.machine import machine_description

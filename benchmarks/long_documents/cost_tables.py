@@ -4,7 +4,8 @@ measured, on a GPU, and the masked-LM step with dense and sparse logits."""
 
 from __future__ import annotations
 
-from common import LONG, ROWS, markdown_table, read_result
+from common import LONG, markdown_table, read_result
+from rows import ROWS
 
 NO_DROPOUT = "_no_attention_dropout"
 COSTS = {str(LONG): "at 2,048", f"{LONG}{NO_DROPOUT}": "at 2,048, no attention dropout",

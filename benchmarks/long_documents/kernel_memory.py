@@ -25,8 +25,9 @@ from __future__ import annotations
 import argparse
 import shutil
 
-from common import LONG, ROWS, kept, read_result, set_threads, write_result
+from common import LONG, kept, read_result, set_threads, write_result
 from pretrain import add_budget_arguments
+from rows import ROWS
 
 KIND = "memory_span"
 REMADE_ROWS = ("kerformer-b512-direct", "kerformer-b512-direct-gate-lr0.1-mlm160")

@@ -8,7 +8,7 @@ occurrence; a reader of the whole 2,040 tokens can. The loss on those tokens (an
 each reader be compared with the chunks on the very same tokens: the mean difference and its standard error.
 
 Readers: ``sdpa-512`` (MiniLM with its head, in chunks), ``sdpa-512@mlm_512`` (the chunked control, after the same
-pretraining), and ``<row>@<stage>`` for a row of ``common.ROWS`` at a stage of ``pretrain.py`` (``-window-alone``
+pretraining), and ``<row>@<stage>`` for a row of ``rows.ROWS`` at a stage of ``pretrain.py`` (``-window-alone``
 for a hybrid's window alone). Results: ``results/long_range/<reader>.json``.
 
     python benchmarks/long_documents/long_range.py --readers sdpa-512 sdpa-512@mlm_512 sdpa@mlm kerformer-w128@mlm
@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import argparse
 
-from common import LONG, ROWS, SHORT, default_device, measure_each, set_threads
+from common import LONG, SHORT, default_device, measure_each, set_threads
 from heldout import CONTENT, heldout_windows
 from pretrain import HEAD_FOLDER, folder_of
+from rows import ROWS
 
 KIND = "long_range"
 CHUNK = SHORT - 2

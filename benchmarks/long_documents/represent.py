@@ -22,7 +22,7 @@ copied again, no training), retrieval only.
 
 Readers: ``sdpa-512`` (MiniLM as shipped, the first 512 tokens), ``sdpa-512-chunks`` (MiniLM over consecutive
 512-token chunks of the same tokens, chunk embeddings averaged: what users do today, at linear cost), and each row
-of ``common.ROWS`` at a stage of ``pretrain.py`` (``<row>@<stage>``), hybrids also with their mechanism's part
+of ``rows.ROWS`` at a stage of ``pretrain.py`` (``<row>@<stage>``), hybrids also with their mechanism's part
 switched off (``<row>@<stage>-window-alone``). Results: ``results/representations/<reader>_<length>.json``
 (``<reader>_2048_probe1024.json`` with ``--min_tokens 1024``).
 
@@ -41,8 +41,8 @@ import time
 from dataclasses import dataclass
 
 from build_corpus import PROBE_MIN_TOKENS, SPLITS
-from common import DATA, LONG, ROWS, SHORT, default_device, kept, read_jsonl, set_threads, \
-    write_result
+from common import DATA, LONG, SHORT, default_device, kept, read_jsonl, set_threads, write_result
+from rows import ROWS
 
 KIND = "representations"
 MIN_PER_LABEL, FOLDS, PASSAGE, SEED = 10, 10, 64, 0

@@ -190,7 +190,7 @@ case "${1:-}" in
                          $start-then-local-pieces2048"
     done
     # the steps lever after the chunks (160 steps more), from the chunks at 512 pretrained again on the head trained
-    # again on 2026-11-29 (the row declares it: common.AT_512_AGAIN)
+    # again on 2026-11-29 (the row declares it: rows.AT_512_AGAIN)
     again=local-b512-mlm160-at512-rerun
     pretrain_and_read $again
     pretrain_and_read "$again-then-local-mlm160 $again-then-singularformer-gated-mlm160"

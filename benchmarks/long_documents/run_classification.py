@@ -5,7 +5,7 @@ A GPU measurement (on a CPU the linear probe of ``represent.py`` stands in for i
 own code (``--train_file data/train.jsonl --validation_file data/test.jsonl``, 200 training and 50 test
 documents), ``--steps`` optimizer steps, each seed with its own sample and order; settings fixed in advance, not
 tuned on the test split. Models: ``sdpa-512`` (MiniLM with its head, the first 512 tokens) or a row of
-``common.ROWS`` at a stage of ``pretrain.py`` (``<row>@<stage>``), read at 2,048 tokens (``--length 8192``: extended
+``rows.ROWS`` at a stage of ``pretrain.py`` (``<row>@<stage>``), read at 2,048 tokens (``--length 8192``: extended
 once more as it loads, positions copied). Hybrids keep the window dropout of their masked-LM stage. Results:
 ``results/classification/<model>_<length>_seed<seed>.json``.
 
@@ -19,7 +19,8 @@ import argparse
 import shutil
 import time
 
-from common import DATA, LONG, MODELS, ROWS, SHORT, kept, set_threads, write_result
+from common import DATA, LONG, MODELS, SHORT, kept, set_threads, write_result
+from rows import ROWS
 
 KIND = "classification"
 

@@ -14,10 +14,10 @@ import math
 from pathlib import Path
 
 from build_corpus import PROBE_MIN_TOKENS
-from common import LONG, RESULTS, ROWS, figure_and_axes, markdown_table, mean_and_error, publish, read_result, \
-    save_figure
+from common import LONG, RESULTS, figure_and_axes, markdown_table, mean_and_error, publish, read_result, save_figure
 from cost_tables import GPU_COSTS, NO_DROPOUT, cost_ratio, cost_table
 from pretrain import applies
+from rows import ROWS
 
 STAGE_TITLES = {"extend": "after extension", "transfer": "after long transfer", "mlm": "after masked-LM pretraining"}
 CHUNKED, TRUNCATED = "sdpa-512-chunks", "sdpa-512"

@@ -18,7 +18,8 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from common import DATA, LONG, ROWS, WINDOW, kept, set_threads, write_result
+from common import DATA, LONG, WINDOW, kept, set_threads, write_result
+from rows import ROWS
 
 
 def measure(outside: bool, steps: int) -> dict:

@@ -1,4 +1,4 @@
-"""The long-document benchmark's rows that start from another row's pretrained model (``common.then``): a memory
+"""The long-document benchmark's rows that start from another row's pretrained model (``rows.then``): a memory
 added to the chunks pretrained at 512, held against the same chunks pretrained as many steps more."""
 
 import json
@@ -11,7 +11,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
 
 import pretrain  # noqa: E402
-from common import ROWS  # noqa: E402
+from rows import ROWS  # noqa: E402
 
 START, SECOND = "local-b512-mlm160-at512", "local-b512-mlm160-seed2-at512"  # the chunks at 512, two seeds
 BUDGET = SimpleNamespace(batch_size=1, mlm_accumulation=4, mlm_learning_rate=1e-4, mlm_steps=80, mlm_warmup_steps=8,

@@ -12,7 +12,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
 
 import memory_mass  # noqa: E402
-from common import ROWS  # noqa: E402
+from rows import ROWS  # noqa: E402
 
 
 def test_a_finished_measurement_is_kept_unless_asked_again(tmp_path, monkeypatch, capsys):

@@ -13,6 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "lon
 import block_tables  # noqa: E402
 import common  # noqa: E402
 import pretrain  # noqa: E402
+import rows  # noqa: E402
 
 
 def test_a_stage_on_another_head_than_the_rows_were_measured_on_is_refused(tmp_path, monkeypatch):
@@ -43,13 +44,13 @@ def test_a_rerun_on_a_head_trained_again_is_measured_on_the_head_it_declares_alo
     (tmp_path / "masked_lm").mkdir()
     (tmp_path / "head").mkdir()
     (tmp_path / "head" / "model.safetensors").write_bytes(b"retrained")
-    rerun = common.AT_512_AGAIN
+    rerun = rows.AT_512_AGAIN
     monkeypatch.setitem(pretrain.ROWS, rerun.name, replace(rerun, head=pretrain.head_identity()))
     (tmp_path / "masked_lm" / "local-b512_mlm.json").write_text(json.dumps({"row": "local-b512", "stage": "mlm",
                                                                              "head_sha256": "0123456789abcdef"}))
     pretrain.check_head(rerun.name)
     for row in (f"{rerun.name}-then-local-mlm160", f"{rerun.name}-then-singularformer-gated-mlm160"):
-        assert common.ROWS[row].head == rerun.head and common.ROWS[row].start == rerun.name  # on the same head
+        assert rows.ROWS[row].head == rerun.head and rows.ROWS[row].start == rerun.name  # on the same head
     (tmp_path / "masked_lm" / f"{rerun.name}_mlm.json").write_text(json.dumps({"row": rerun.name, "stage": "mlm",
                                                                                 "head_sha256": pretrain.head_identity()}))
     with pytest.raises(SystemExit, match="the results' rows were measured on 0123456789abcdef"):
@@ -80,5 +81,5 @@ def test_a_row_is_held_against_chunks_pretrained_from_its_own_head(tmp_path, mon
     assert block_tables.control_of(row) == chunks  # no rerun: the only chunks there are
     (tmp_path / "masked_lm" / f"{chunks}-rerun_mlm.json").write_text(json.dumps({"head_sha256": "new"}))
     assert block_tables.control_of(row) == f"{chunks}-rerun"
-    for rerun in (f"{chunks}-rerun", f"{chunks}-seed2-rerun", common.AT_512_AGAIN.name):  # what the head changed
+    for rerun in (f"{chunks}-rerun", f"{chunks}-seed2-rerun", rows.AT_512_AGAIN.name):  # what the head changed
         assert block_tables.control_of(rerun) == rerun.removesuffix("-rerun")

@@ -12,7 +12,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "long_documents"))
 
 import pretrain  # noqa: E402
-from common import ROWS  # noqa: E402
+from rows import ROWS  # noqa: E402
 
 
 def test_the_steps_lever_pretrains_longer_resumably_against_chunks_pretrained_as_long(tmp_path, monkeypatch):
@@ -180,7 +180,7 @@ def test_the_all_keys_lever_remakes_a_row_resumably(tmp_path, monkeypatch):
     argv, folder = trained[0], tmp_path / "models" / f"{row}-all-keys-2048-mlm"
     (extended, options), = converted
     assert extended == tmp_path / "models" / f"{row}-all-keys-2048-extend" and options["max_length"] == 2048
-    assert options["attention_config"] == common.ROWS[row].settings
+    assert options["attention_config"] == ROWS[row].settings
     assert argv[argv.index("--max_train_steps") + 1] == "160"
     assert argv[argv.index("--mechanism_weight_learning_rate") + 1] == "0.1"
     assert argv[argv.index("--train_file") + 1] == str(tmp_path / "mlm_train.jsonl")
@@ -252,7 +252,7 @@ def test_the_block_tables_leave_out_what_no_stage_measured_and_name_the_rows_not
     for name in [*block_tables.CHUNK_ROWS, *block_tables.BLOCK_ROWS][1:]:
         (tmp_path / "masked_lm" / f"{name}_extend.json").write_text(json.dumps({"loss": 6.3}))
     assert block_tables.CHUNK_ROWS[0] == block_tables.CHUNKS
-    expected = f"Defined in `common.py`, not run yet (left out of the tables): `{block_tables.CHUNKS}`."
+    expected = f"Defined in `rows.py`, not run yet (left out of the tables): `{block_tables.CHUNKS}`."
     assert block_tables.not_run() == expected
     assert f"| `{block_tables.CHUNKS}`:" not in block_tables.masked_lm_table()
     assert "| `local-b512-plain`:" in block_tables.masked_lm_table()

@@ -18,7 +18,7 @@ import long_range  # noqa: E402
 import pretrain  # noqa: E402
 import represent  # noqa: E402
 import tables  # noqa: E402
-from common import ROWS  # noqa: E402
+from rows import ROWS  # noqa: E402
 
 
 class Tokenizer:

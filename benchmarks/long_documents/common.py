@@ -20,11 +20,8 @@ MECHANISMS = ("singularformer", "kerformer", "dba", "psf")
 AS_MEASURED = {"kerformer": {"shared_normaliser": True}}
 LONG, SHORT = 2048, 512
 LONGEST = 8192  # the longest reading: retrieval over the documents that long, and the length a lever pretrains at
-MIDDLE = 4096  # the length lever between the two
 WINDOW = 128  # the local window of the hybrids and of `local` (ModernBERT's)
 BLOCK = SHORT  # the aligned blocks of the block rows: the checkpoint's own length
-LONGER_MLM_STEPS = 160  # the "more pretraining" lever: twice the benchmark's 80 masked-LM steps
-SEEDS = [("", "", None), ("-seed2", ", another pretraining seed", 2)]  # a row's name suffix, words and mlm_seed
 
 
 def minilm_folder() -> Path:

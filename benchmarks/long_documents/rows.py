@@ -7,7 +7,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from common import AS_MEASURED, BLOCK, LONG, LONGER_MLM_STEPS, LONGEST, MECHANISMS, MIDDLE, SEEDS, SHORT, WINDOW
+from common import AS_MEASURED, BLOCK, LONG, LONGEST, MECHANISMS, SHORT, WINDOW
+
+MIDDLE = 4096  # the length lever between LONG and LONGEST
+LONGER_MLM_STEPS = 160  # the "more pretraining" lever: twice the benchmark's 80 masked-LM steps
+SEEDS = [("", "", None), ("-seed2", ", another pretraining seed", 2)]  # a row's name suffix, words and mlm_seed
 
 
 @dataclass(frozen=True)

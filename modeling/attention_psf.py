@@ -17,7 +17,8 @@ Choices (also on docs/mechanisms/psf.md): links are taken modulo each sequence's
 its real tokens, so pads are never reached and left or right padding gives the same result;
 ``K = M = ceil(log2 N_max)`` by default (``N_max`` the model's maximum length); no softmax and no
 scaling, as in the paper, so the factor products run in float32 even under autocast (a product of
-many unnormalised factors can overflow in half precision). Query and key projections are not used.
+many unnormalised factors can overflow in float16; the Triton kernels below keep bfloat16 values, which have
+float32's range, in bfloat16, each factor's sums in float32). Query and key projections are not used.
 Each factor is applied by one of two exact products with hand-written backwards (``chord_mixes.py``), chosen by
 what the caller passes, never by the mask's values (so the forward has no data-dependent branch, and exports to ONNX
 and compiles as one graph): ``ChordShiftMix`` when no padding mask is given (each link a cyclic shift of the
@@ -25,7 +26,8 @@ sequence) and ``ChordWindowMix`` when one is, padded or not (values in rank orde
 sequence's real length, so that every link is a slice). With the fast paths on (``fast_paths.py``), each factor is
 instead one Triton kernel on CUDA, gathering every token's K links into registers (``chord_kernels.py``: one pass a
 factor, not 3K), and on a CPU the second product written in plain operations and compiled by ``torch.compile`` (one
-fused C++ loop a factor, forward and backward); both give the same numbers to float32 rounding.
+fused C++ loop a factor, forward and backward); both give the same numbers to float32 rounding (on bfloat16
+values the kernels round each factor's result to bfloat16).
 Dropout (``attention_probs_dropout_prob``; the paper names none, so the standard place: the attention weights,
 here the non-zeros ``w_m`` of every factor): in training each entry of each factor is dropped independently
 and the kept ones scaled by ``1 / (1 - p)``.
@@ -180,9 +182,10 @@ class PSFAttention(EfficientAttention):
         return weights.view(num_factors, batch, length, self.num_links)
 
     def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]``, ``weights
-        [M, B, N, K]`` -> ``[B, N, C]``, by :meth:`exact_mix`, or on the fast path the method ``fast_mixes`` names
-        for the device: the Triton kernels on CUDA, each factor compiled on a CPU."""
+        """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]`` (any float
+        dtype), ``weights [M, B, N, K]`` (float32 or float64) -> ``[B, N, C]``, by :meth:`exact_mix`, or on the fast
+        path the method ``fast_mixes`` names for the device: the Triton kernels on CUDA, each factor compiled on a
+        CPU. Computed in the weights' dtype, except that the kernels keep bfloat16 values in bfloat16."""
         name = "the 'psf' attention's factor product"
         if takes_fast_path(name, values, devices=tuple(self.fast_mixes)):
             fast_mix = getattr(type(self), self.fast_mixes[values.device.type])
@@ -194,6 +197,7 @@ class PSFAttention(EfficientAttention):
         with one, every factor reads slices of the values in rank order, repeated cyclically over each sequence's
         real length (``ChordWindowMix``): exact for any mask, and an unpadded row costs one extra row copy per
         factor, not K."""
+        values = values.to(weights.dtype)
         if padding_mask is None:
             offsets = chord_offsets(self.num_links)
             return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
@@ -202,15 +206,18 @@ class PSFAttention(EfficientAttention):
 
     def mix_with_kernels(self, values: torch.Tensor, weights: torch.Tensor,
                          padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """:meth:`mix` with each factor one Triton kernel (``chord_kernels.py``), in rank order where masked."""
+        """:meth:`mix` with each factor one Triton kernel (``chord_kernels.py``), in rank order where masked; bfloat16
+        values stay in bfloat16 (each factor's sums in float32), the others are computed in the weights' dtype."""
         from .chord_kernels import chord_mix
 
+        values = values if values.dtype == torch.bfloat16 else values.to(weights.dtype)
         factor = partial(chord_mix, lengths=sequence_lengths(values, padding_mask), pads=padding_mask is not None)
         return self.in_rank_order(values, weights, padding_mask, factor)
 
     def mix_compiled(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None):
         """:meth:`mix` with each factor :func:`plain_window_mix` compiled (``fast_paths.compiled``: on a CPU,
         inductor writes the K links' multiply-adds and their backward as one C++ loop each), in rank order."""
+        values = values.to(weights.dtype)
         factor = self.cyclic_factor(compiled(plain_window_mix), values, padding_mask)
         return self.in_rank_order(values, weights, padding_mask, factor)
 
@@ -265,7 +272,7 @@ class PSFAttention(EfficientAttention):
             weights = weights.to(compute_dtype)
             # Attention dropout on the factors' entries (identity in eval). The kernel follows what the caller
             # passes (a mask or None), never the mask's values: no data-dependent branch.
-            context = self.mix(values.to(compute_dtype), self.dropout(weights), padding_mask)
+            context = self.mix(values, self.dropout(weights), padding_mask)
             attentions = None
             if output_attentions:
                 attentions = self.dense_factor(weights[0], links)

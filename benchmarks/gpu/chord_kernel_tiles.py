@@ -1,7 +1,8 @@
-"""How PSF's kernels (``modeling/chord_kernels.py``) were tiled: one factor at the GPU bench's shape (``[B, N, C]``
-float32, K links), each kernel timed at each tile of tokens and channels and each warp count, checked against the exact
-path first: ``_gather_links`` forward and transposed (the gradient to the values), and ``_weights_backward``, beside a
-plain copy of the values (one read and one write). Prints a Markdown table a kernel, best first, and writes them to
+"""How PSF's kernels (``modeling/chord_kernels.py``) are tiled: one factor at the GPU bench's shape (values ``[B, N,
+C]`` in ``--dtype``, bfloat16 by default as a layer in bfloat16 hands them over; weights in float32; K links), each
+kernel timed at each tile of tokens and channels and each warp count, checked against the exact path first:
+``_gather_links`` forward and transposed (the gradient to the values), and ``_weights_backward``, beside a plain copy
+of the values (one read and one write). Prints a Markdown table a kernel, best first, and writes them to
 ``--output``; then, with ``--bench``, runs ``hf-effattn bench``'s arguments in this process with
 ``chord_kernels.GATHER_TILE`` and ``WEIGHTS_TILE`` set to the best tiles::
 
@@ -24,22 +25,28 @@ from hf_effattn.modeling.attention_psf import chord_offsets
 from hf_effattn.modeling.chord_mixes import ChordShiftMix
 
 
+# The forward against the exact path, each element: float32 sums in another order, and in bfloat16 the result stored
+# in 8 significant bits (its rounding, 2^-8 of it, and the sum's); the adjoint identity's relative error likewise.
+ROUNDING = {torch.float32: {"rtol": 1e-4, "atol": 1e-4}, torch.bfloat16: {"rtol": 2 ** -7, "atol": 1e-3}}
+
+
 def tiles(tokens, channels, warps, elements) -> list[tuple[int, int, int]]:
-    """Each (tokens, channels, warps) whose tile holds ``elements`` (a range) float32 values, at least one a thread."""
+    """Each (tokens, channels, warps) whose tile holds ``elements`` (a range) values, at least one a thread."""
     return [(t, c, w) for t, c, w in itertools.product(tokens, channels, warps) if t * c in elements
             and t * c >= 32 * w]
 
 
 def time_gather(tile, values, weights, lengths) -> tuple[float, float]:
     """Milliseconds of the forward and the transposed gather on ``tile``, after checking both: the forward against
-    the exact path's product, the transposed as its adjoint (``<G^T u, v> = <u, G v>``)."""
+    the exact path's product (in float32), the transposed as its adjoint (``<G^T u, v> = <u, G v>``)."""
     chord_kernels.GATHER_TILE = tile
     forward = chord_kernels.gather_links(values, weights, lengths, transposed=False)
-    torch.testing.assert_close(forward, ChordShiftMix.apply(values, weights, chord_offsets(weights.shape[2])))
+    exact = ChordShiftMix.apply(values.float(), weights, chord_offsets(weights.shape[2]))
+    torch.testing.assert_close(forward.float(), exact, **ROUNDING[values.dtype])
     upstream = torch.roll(values, 1, dims=2)
     adjoint = chord_kernels.gather_links(upstream, weights, lengths, transposed=True)
-    torch.testing.assert_close((adjoint.double() * values).sum(), (upstream.double() * forward).sum(), rtol=1e-4,
-                               atol=0)
+    torch.testing.assert_close((adjoint.double() * values).sum(), (upstream.double() * forward).sum(),
+                               rtol=ROUNDING[values.dtype]["rtol"], atol=0)
     return tuple(do_bench(lambda: chord_kernels.gather_links(values, weights, lengths, transposed)) for transposed
                  in (False, True))
 
@@ -47,9 +54,10 @@ def time_gather(tile, values, weights, lengths) -> tuple[float, float]:
 def time_weights(tile, values, lengths, links) -> tuple[float]:
     """Milliseconds of the gradient to the weights on ``tile``, after checking it: ``grad . values`` at each link."""
     chord_kernels.WEIGHTS_TILE = tile
-    expected = torch.stack([(values * values.roll(-offset, dims=1)).sum(2) for offset in chord_offsets(links)], dim=2)
+    expected = torch.stack([(values.float() * values.float().roll(-offset, dims=1)).sum(2)
+                            for offset in chord_offsets(links)], dim=2)
     torch.testing.assert_close(chord_kernels.weights_backward(values, values, lengths, links), expected, rtol=1e-4,
-                               atol=1e-4)  # sums of C float32 products, in another order
+                               atol=1e-4)  # sums of C float32 products (of bfloat16 values: exact), in another order
     return (do_bench(lambda: chord_kernels.weights_backward(values, values, lengths, links)),)
 
 
@@ -69,11 +77,13 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--channels", type=int, default=768)
     parser.add_argument("--links", type=int, default=14)
+    parser.add_argument("--dtype", choices=("bfloat16", "float32"), default="bfloat16", help="the values' dtype")
     parser.add_argument("--output", default="tiles.md")
     parser.add_argument("--bench", nargs=argparse.REMAINDER, help="hf-effattn bench's arguments, run on the best tiles")
     args = parser.parse_args()
     generator = torch.Generator(device="cuda").manual_seed(0)
-    values = torch.randn(args.batch, args.length, args.channels, device="cuda", generator=generator)
+    values = torch.randn(args.batch, args.length, args.channels, device="cuda", generator=generator).to(
+        getattr(torch, args.dtype))
     weights = torch.randn(args.batch, args.length, args.links, device="cuda", generator=generator)
     lengths = torch.full((args.batch,), args.length, device="cuda")
     copy_ms = do_bench(lambda: values.clone())
@@ -82,7 +92,7 @@ def main() -> None:
     weights_times = {tile: time_weights(tile, values, lengths, args.links)
                      for tile in tiles((8, 16, 32, 64), (32, 64, 128, 256), (2, 4, 8), range(512, 8193))}
     lines = [f"# PSF's kernels on one factor: B={args.batch}, N={args.length}, C={args.channels}, K={args.links}, "
-             f"{torch.cuda.get_device_name()}", "",
+             f"values in {args.dtype}, {torch.cuda.get_device_name()}", "",
              f"A copy of the values (one read, one write): {copy_ms:.3f} ms.", "",
              *table("## _gather_links", ["forward ms", "transposed ms"], gather_times, copy_ms),
              *table("## _weights_backward", ["ms"], weights_times, copy_ms)]

@@ -14,8 +14,9 @@
 #                                                                # issue 33's session: the block hybrids' lane, their
 #                                                                # table eager, compiled at 16,384 tokens, and where
 #                                                                # their steps' time goes (stages 5-7: 500 s at most)
-#     STAGES="psf-kernels psf-tiles psf-kernels-bench" bash ... # PSF's Triton kernels: tested, their tiles timed,
-#                                                                # then the kernels timed in the bench (stage 8)
+#     STAGES="psf-kernels psf-tiles psf-kernels-bench" bash ... # PSF's Triton kernels: tested, their tiles timed
+#                                                                # (and the bench on the best), then the kernels
+#                                                                # timed in the bench on their own tiles (stage 8)
 #
 # pytest is the lane's one need beyond PyTorch and Transformers. Where the machine lacks it, carry its wheels:
 #     pip download --no-deps --only-binary :all: -d benchmarks/gpu/wheels pytest pluggy iniconfig pygments \
@@ -28,8 +29,9 @@
 #   train.tar.gz, train-exact.tar.gz, long.tar.gz, compiled.tar.gz, blocks.tar.gz, blocks-compiled-<N>.tar.gz
 #                        each bench's results.csv, .md and .png
 #   profile.md           benchmarks/gpu/profile_steps.py's report (stage profile)
-#   lane-psf-kernels.xml, psf-tiles.md, psf-kernels.tar.gz   PSF's kernels: the lane's fast-path tests of PSF, each
-#                        tile's time (benchmarks/gpu/chord_kernel_tiles.py), and the bench's table
+#   lane-psf-kernels.xml, psf-tiles.md, psf-best-tiles.tar.gz, psf-kernels.tar.gz   PSF's kernels: the lane's
+#                        fast-path tests of PSF, each tile's time (benchmarks/gpu/chord_kernel_tiles.py), the bench's
+#                        table on the best tiles and on chord_kernels.py's own
 #
 # Time (each stage is interrupted at its limit, pytest then still reporting what ran, and the next stage runs; the
 # defaults add up to 520 s, within one 600 s command): install 20 s. lane-exact (the exact paths against the float64
@@ -194,18 +196,23 @@ stage profile 50 python3 benchmarks/gpu/profile_steps.py --rows peer:roberta-chu
     --device "$DEVICE" "${SIZES[@]}" --output "$OUT/profile.md"
 
 # 8. PSF's own kernels (modeling/chord_kernels.py, its fast path): their tests and the lane's fast-path tests of PSF on
-#    the GPU; each kernel's tiles timed on one factor (CUDA only; the tiles chord_kernels.py uses were chosen so);
-#    then PSF alone and beside blocks of 512 on them against the chunked reader, eager (issue 33: at most 2x).
+#    the GPU; each kernel's tiles timed on one factor of bfloat16 values (CUDA only; the tiles chord_kernels.py uses
+#    were chosen so, on float32 values), then PSF beside blocks of 512 on the best of them (psf-best-tiles); then PSF
+#    alone and beside blocks of 512 on the tiles chord_kernels.py sets, against the chunked reader, eager (issue 33:
+#    at most 2x).
+PSF_BENCH=("${BENCH_COMMAND[@]:4}" --tokens_per_step "$TOKENS" --lengths "${BLOCK_LENGTHS[@]}" --attentions psf
+           --local_block "$BLOCK" --peers roberta-chunks512)
 stage psf-kernels 200 bash -c "python3 -m pytest -q -p no:cacheprovider tests/mechanisms/test_chord_kernels.py \
     && ${LANE_COMMAND[*]} --junitxml=$OUT/lane-psf-kernels.xml -k 'fast and psf'"
 if [ "$DEVICE" = cuda ]; then
-    stage psf-tiles 120 python3 benchmarks/gpu/chord_kernel_tiles.py --output "$OUT/psf-tiles.md"
+    stage psf-tiles 180 env HF_EFFATTN_FAST_PATHS="$PSF_KERNELS" python3 benchmarks/gpu/chord_kernel_tiles.py \
+        --output "$OUT/psf-tiles.md" --bench "${PSF_BENCH[@]}" --output_dir "$BENCH/psf-best-tiles"
+    keep psf-best-tiles
 elif [[ " $STAGES " == *" psf-tiles "* ]]; then
     log "== psf-tiles: skipped, it times Triton's kernels and needs CUDA"
     SUMMARY+=("psf-tiles: skipped (no CUDA)")
 fi
-stage psf-kernels-bench 120 env HF_EFFATTN_FAST_PATHS="$PSF_KERNELS" "${BENCH_COMMAND[@]}" --tokens_per_step "$TOKENS" \
-    --lengths "${BLOCK_LENGTHS[@]}" --attentions psf --local_block "$BLOCK" --peers roberta-chunks512 \
+stage psf-kernels-bench 120 env HF_EFFATTN_FAST_PATHS="$PSF_KERNELS" "${BENCH_COMMAND[@]:0:4}" "${PSF_BENCH[@]}" \
     --output_dir "$BENCH/psf-kernels"
 keep psf-kernels
 

@@ -187,7 +187,7 @@ class PSFAttention(EfficientAttention):
         path the method ``fast_mixes`` names for the device: the Triton kernels on CUDA, each factor compiled on a
         CPU. Computed in the weights' dtype, except that the kernels keep bfloat16 values in bfloat16."""
         name = "the 'psf' attention's factor product"
-        if takes_fast_path(name, values, devices=tuple(self.fast_mixes)):
+        if takes_fast_path(name, values, devices=tuple(self.fast_mixes), own_kernels=self.has_own_kernels):
             fast_mix = getattr(type(self), self.fast_mixes[values.device.type])
             return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask, kernels=fast_mix)
         return self.exact_mix(values, weights, padding_mask)

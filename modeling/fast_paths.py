@@ -10,7 +10,8 @@ PSF's, ``chord_kernels.py``) runs those instead, uncompiled. PSF also has a fast
 compiled by ``torch.compile`` (inductor's C++, ``chord_mixes.plain_window_mix``), which needs a C++ compiler; its
 first call compiles for about a minute. The mode chooses, for the whole process:
 
-* ``"exact"`` (the default): the exact path everywhere (and the reference the fast paths are tested against).
+* ``"exact"`` (the default): the exact path everywhere (and the reference the fast paths are tested against). On
+  CUDA a mechanism with kernels of its own (PSF) says once, where the user has not chosen the mode, how to run them.
 * ``"auto"``: the fast path where it can run (CUDA tensors and Triton, or PSF's on CPU tensors; not while exporting
   or tracing), else the exact path. Where a fast path cannot run on CUDA, or fails to compile, one log line says why,
   once, and the exact path runs.
@@ -54,6 +55,7 @@ def checked_mode(mode: str, where: str = "fast_paths") -> str:
 
 
 _mode = checked_mode(os.environ.get(ENVIRONMENT_VARIABLE, "exact"), ENVIRONMENT_VARIABLE)
+_chosen = ENVIRONMENT_VARIABLE in os.environ  # whether the user chose the mode (then no hint to change it)
 _said: set[str] = set()
 
 
@@ -64,8 +66,8 @@ def fast_path_mode() -> str:
 
 def set_fast_paths(mode: str) -> None:
     """Set the mode for the whole process (module docstring)."""
-    global _mode
-    _mode = checked_mode(mode)
+    global _mode, _chosen
+    _mode, _chosen = checked_mode(mode), True
 
 
 @contextmanager
@@ -100,11 +102,21 @@ def obstacle(tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> str 
     return None if has_triton() else "Triton is not installed"
 
 
-def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> bool:
+def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",), own_kernels: bool = False
+                    ) -> bool:
     """Whether the part ``name``, which has a fast path for the device types ``devices``, runs it on ``tensor`` (an
     input of it) in the current mode; in ``"fast"`` mode, a ``RuntimeError`` where it cannot run; in ``"auto"`` mode,
-    one log line per reason."""
-    if _mode == "exact" or capturing():
+    one log line per reason. ``own_kernels``: the fast path on CUDA is the part's own kernels, which compile in
+    seconds (not ``torch.compile``'s minutes): on CUDA in the default mode, not one the user chose, one log line says
+    how to turn them on."""
+    if capturing():
+        return False
+    if _mode == "exact":
+        if own_kernels and not _chosen and tensor.device.type == "cuda" and name not in _said:
+            _said.add(name)
+            logger.warning("hf_effattn: %s runs its exact path on CUDA (the default), several times slower than its "
+                           "own kernels: set %s=auto (or fast_paths('auto')) to run them, or =exact to keep the exact "
+                           "path without this line.", name, ENVIRONMENT_VARIABLE)
         return False
     reason = obstacle(tensor, devices)
     if reason is None:

@@ -1,7 +1,10 @@
 """PSF's fast path on a CPU (``PSFAttention.mix_compiled``: each factor's product compiled by ``torch.compile``)
-against the exact path, and a fast path that fails: ``"auto"`` falls back, ``"fast"`` raises."""
+against the exact path, a fast path that fails (``"auto"`` falls back, ``"fast"`` raises), and the line that says, on
+CUDA in the default mode, how to run PSF's kernels."""
 
 from __future__ import annotations
+
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -67,3 +70,49 @@ def test_a_fast_path_that_fails_falls_back_to_the_exact_path_in_auto_mode(fast_m
     torch.testing.assert_close(second, exact, atol=0, rtol=0)
     said = [record.getMessage() for record in caplog.records if "did not compile" in record.getMessage()]
     assert len(said) == 1 and "factor product" in said[0] and "no kernel today" in said[0]
+
+
+ON_CUDA = SimpleNamespace(device=torch.device("cuda"))  # what the exact mode reads of a tensor: its device
+
+
+@pytest.mark.parametrize("chosen, own_kernels, device, said", [
+    (False, True, "cuda", 1), (True, True, "cuda", 0), (False, False, "cuda", 0), (False, True, "cpu", 0)],
+    ids=["default-mode", "mode-chosen", "no-kernels", "on-cpu"])
+def test_the_default_mode_says_once_how_to_run_a_mechanisms_own_kernels(chosen, own_kernels, device, said,
+                                                                        monkeypatch, caplog):
+    """On CUDA in the default mode (``"exact"``, not chosen by the user) a part with kernels of its own logs one line,
+    once, naming the setting that runs them; not where the user chose the mode, nor for a part whose fast path is
+    compiled (minutes at its first call), nor on a CPU. The exact path runs in every case."""
+    monkeypatch.setattr(fast_paths, "_mode", "exact")
+    monkeypatch.setattr(fast_paths, "_chosen", chosen)
+    monkeypatch.setattr(fast_paths, "_said", set())
+    tensor = ON_CUDA if device == "cuda" else torch.zeros(1)
+    taken = [fast_paths.takes_fast_path("the 'psf' attention's factor product", tensor, own_kernels=own_kernels)
+             for _ in range(2)]
+    assert taken == [False, False]
+    lines = [record.getMessage() for record in caplog.records if "own kernels" in record.getMessage()]
+    assert len(lines) == said
+    if said:
+        assert "the 'psf' attention's factor product" in lines[0] and "HF_EFFATTN_FAST_PATHS=auto" in lines[0]
+
+
+def test_choosing_the_mode_silences_the_line(monkeypatch):
+    """``fast_paths(mode)`` (and ``set_fast_paths``) count as the user's choice, for the rest of the process."""
+    monkeypatch.setattr(fast_paths, "_chosen", False)
+    with fast_paths.fast_paths("exact"):
+        pass
+    assert fast_paths._chosen
+
+
+def test_psf_says_it_has_its_own_kernels(monkeypatch):
+    """PSF's factor product asks with ``own_kernels`` (its ``has_own_kernels``), so its line can be said."""
+    asked = []
+
+    def recorded(name, tensor, devices=("cuda",), own_kernels=False):
+        asked.append(own_kernels)
+        return False
+
+    monkeypatch.setattr(attention_psf, "takes_fast_path", recorded)
+    attention = build("psf", dtype=torch.float32)
+    attention(*mixed_batch(dtype=torch.float32))
+    assert asked and all(asked)

@@ -206,6 +206,8 @@ case "${1:-}" in
     # the gate's start after the chunks: Singularformer's memory starting at 0.01, both continuation seeds
     pretrain_and_read "$again-then-singularformer-gated-gate0.01-mlm160
                        $again-then-singularformer-gated-gate0.01-mlm160-seed4"
+    # what PSF's kernels' bfloat16 storage does to the two PSF memories' loss
+    python psf_bfloat16.py --rows $again-then-psf-gated-mlm160 $again-then-psf-gated-mlm160-seed4
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

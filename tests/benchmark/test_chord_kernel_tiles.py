@@ -22,14 +22,15 @@ from hf_effattn.modeling import chord_kernels  # noqa: E402
 LENGTH, WIDTH, LINKS = 20, 48, 6
 
 
-@pytest.fixture
-def factor(monkeypatch):
-    """One factor's values, weights and lengths on the CPU, and a timer that runs its function once."""
+@pytest.fixture(params=[torch.bfloat16, torch.float32], ids=["bfloat16", "float32"])
+def factor(monkeypatch, request):
+    """One factor's values (in bfloat16, the script's default, and in float32), weights and lengths on the CPU, and
+    a timer that runs its function once."""
     monkeypatch.setattr(chord_kernel_tiles, "do_bench", lambda run: (run(), 1.0)[1])
     monkeypatch.setattr(chord_kernels, "GATHER_TILE", chord_kernels.GATHER_TILE)  # restored after the test
     monkeypatch.setattr(chord_kernels, "WEIGHTS_TILE", chord_kernels.WEIGHTS_TILE)
     generator = torch.Generator().manual_seed(0)
-    values = torch.randn(1, LENGTH, WIDTH, generator=generator)
+    values = torch.randn(1, LENGTH, WIDTH, generator=generator).to(request.param)
     weights = torch.randn(1, LENGTH, LINKS, generator=generator)
     return values, weights, torch.full((1,), LENGTH)
 

@@ -109,14 +109,14 @@ def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = 
     one log line per reason. ``own_kernels``: the fast path on CUDA is the part's own kernels, which compile in
     seconds (not ``torch.compile``'s minutes): on CUDA in the default mode, not one the user chose, one log line says
     how to turn them on."""
-    if capturing():
-        return False
     if _mode == "exact":
-        if own_kernels and not _chosen and tensor.device.type == "cuda" and name not in _said:
+        if own_kernels and not _chosen and tensor.device.type == "cuda" and name not in _said and not capturing():
             _said.add(name)
             logger.warning("hf_effattn: %s runs its exact path on CUDA (the default), several times slower than its "
                            "own kernels: set %s=auto (or fast_paths('auto')) to run them, or =exact to keep the exact "
                            "path without this line.", name, ENVIRONMENT_VARIABLE)
+        return False
+    if capturing():
         return False
     reason = obstacle(tensor, devices)
     if reason is None:

@@ -75,17 +75,20 @@ def test_a_fast_path_that_fails_falls_back_to_the_exact_path_in_auto_mode(fast_m
 ON_CUDA = SimpleNamespace(device=torch.device("cuda"))  # what the exact mode reads of a tensor: its device
 
 
-@pytest.mark.parametrize("chosen, own_kernels, device, said", [
-    (False, True, "cuda", 1), (True, True, "cuda", 0), (False, False, "cuda", 0), (False, True, "cpu", 0)],
-    ids=["default-mode", "mode-chosen", "no-kernels", "on-cpu"])
-def test_the_default_mode_says_once_how_to_run_a_mechanisms_own_kernels(chosen, own_kernels, device, said,
+@pytest.mark.parametrize("chosen, own_kernels, device, capturing, said", [
+    (False, True, "cuda", False, 1), (True, True, "cuda", False, 0), (False, False, "cuda", False, 0),
+    (False, True, "cpu", False, 0), (False, True, "cuda", True, 0)],
+    ids=["default-mode", "mode-chosen", "no-kernels", "on-cpu", "capturing"])
+def test_the_default_mode_says_once_how_to_run_a_mechanisms_own_kernels(chosen, own_kernels, device, capturing, said,
                                                                         monkeypatch, caplog):
     """On CUDA in the default mode (``"exact"``, not chosen by the user) a part with kernels of its own logs one line,
     once, naming the setting that runs them; not where the user chose the mode, nor for a part whose fast path is
-    compiled (minutes at its first call), nor on a CPU. The exact path runs in every case."""
+    compiled (minutes at its first call), nor on a CPU, nor while compiled or exported (a log call would break a
+    graph). The exact path runs in every case."""
     monkeypatch.setattr(fast_paths, "_mode", "exact")
     monkeypatch.setattr(fast_paths, "_chosen", chosen)
     monkeypatch.setattr(fast_paths, "_said", set())
+    monkeypatch.setattr(fast_paths, "capturing", lambda: capturing)
     tensor = ON_CUDA if device == "cuda" else torch.zeros(1)
     taken = [fast_paths.takes_fast_path("the 'psf' attention's factor product", tensor, own_kernels=own_kernels)
              for _ in range(2)]

@@ -41,6 +41,8 @@ from typing import Callable
 
 import torch
 
+from .masking import capturing_graph
+
 logger = logging.getLogger(__name__)
 
 MODES = ("auto", "exact", "fast")
@@ -81,11 +83,6 @@ def fast_paths(mode: str):
         set_fast_paths(previous)
 
 
-def capturing() -> bool:
-    """Whether the code is being compiled, exported or traced (the exact path is what such a graph holds)."""
-    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
-
-
 def obstacle(tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> str | None:
     """Why no fast path for the device types ``devices`` can run on ``tensor``'s device now, or None where one can
     (on CUDA it needs Triton; on a CPU ``torch.compile`` needs a C++ compiler, which only compiling can tell)."""
@@ -110,13 +107,13 @@ def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = 
     seconds (not ``torch.compile``'s minutes): on CUDA in the default mode, not one the user chose, one log line says
     how to turn them on."""
     if _mode == "exact":
-        if own_kernels and not _chosen and tensor.device.type == "cuda" and name not in _said and not capturing():
+        if own_kernels and not _chosen and tensor.device.type == "cuda" and name not in _said and not capturing_graph():
             _said.add(name)
             logger.warning("hf_effattn: %s runs its exact path on CUDA (the default), several times slower than its "
                            "own kernels: set %s=auto (or fast_paths('auto')) to run them, or =exact to keep the exact "
                            "path without this line.", name, ENVIRONMENT_VARIABLE)
         return False
-    if capturing():
+    if capturing_graph():  # the exact path is what a compiled, exported or traced graph holds
         return False
     reason = obstacle(tensor, devices)
     if reason is None:

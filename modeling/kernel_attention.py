@@ -6,7 +6,8 @@ With query features ``phi(Q)`` and key features ``varphi(K)`` (pads zeroed), per
     out_i = phi(q_i) (sum_j varphi(k_j)^T v_j) / normaliser(phi(q_i) . sum_j varphi(k_j))
 
 computed right to left, so that only ``F x d`` summaries are built (F: the feature width): O(N F d) time and
-O(N (F + d)) memory. A mechanism gives its features (:meth:`KernelAttention.kernel_features`) and, where its
+O(N (F + d)) memory. Past ``summary_chunk`` tokens (512) the summaries are sums of products over chunks of tokens,
+and the read-out one product a chunk: a GPU runs one product over all N tokens on a handful of its multiprocessors. A mechanism gives its features (:meth:`KernelAttention.kernel_features`) and, where its
 paper or its authors' code does, its own :meth:`KernelAttention.normaliser` (default: ``+ eps``).
 
 Dropout (``attention_probs_dropout_prob``): in training, whole columns of A are dropped, one Bernoulli draw per
@@ -34,6 +35,7 @@ import torch
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, require
 from .settings import setting
+from .local_blocks import AlignedBlocks, memory_terms
 from .local_window import RankOrder, at_least_float32
 
 
@@ -75,6 +77,9 @@ class KernelAttention(EfficientAttention):
     # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
     # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
+    # Tokens per product of the summary over every key and of its read-out, past which they run in chunks
+    # (``local_blocks.memory_terms`` says why a GPU wants them).
+    summary_chunk = 512
 
     @classmethod
     def default_gate_start(cls, settings: KernelSettings, blocks: bool) -> float:
@@ -99,6 +104,15 @@ class KernelAttention(EfficientAttention):
             return None
         return self.dropout(like.new_ones(*like.shape[:-1], 1))
 
+    def over_every_key(self, query, dropped, keys, values) -> tuple[torch.Tensor, torch.Tensor]:
+        """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h,
+        N, 1]`` from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past
+        :attr:`summary_chunk` tokens, as per-chunk products summed (``local_blocks.memory_terms``)."""
+        if query.shape[2] <= self.summary_chunk:
+            return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
+        chunks = AlignedBlocks(None, query.shape[2], self.summary_chunk, 0, None, masked=False)
+        return memory_terms(query, dropped, keys, values, chunks, outside=False)
+
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
         query, key, value = projections or self.project(hidden_states)
@@ -107,9 +121,9 @@ class KernelAttention(EfficientAttention):
             query, keys, values = (at_least_float32(x) for x in (query, keys, value))
             keep = self.key_dropout(keys)
             dropped = keys if keep is None else keys * keep
-            summary = torch.matmul(dropped.transpose(-1, -2), values)  # sum_j m_j K'_j^T v_j, [B, h, F, d]
-            normaliser = self.normaliser(torch.matmul(query, keys.sum(2).unsqueeze(-1)))  # [B, h, N, 1]
-            context = (torch.matmul(query, summary) / normaliser).to(value.dtype)
+            numerator, similarity_sums = self.over_every_key(query, dropped, keys, values)
+            normaliser = self.normaliser(similarity_sums)
+            context = (numerator / normaliser).to(value.dtype)
             attentions = None
             if output_attentions:
                 attentions = (torch.matmul(query, keys.transpose(-1, -2)) / normaliser).to(value.dtype)

@@ -46,6 +46,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .local_window import LocalPart, RankOrder, WindowOutput, at_least_float32
+from .masking import exporting_graph
 
 
 class AlignedBlocks:
@@ -73,8 +74,8 @@ class AlignedBlocks:
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, h, N, F]`` -> ``[B, h, n S, F]``, zeros after the last token (``x`` itself where ``N = n S``)."""
-        missing = self.padded - x.shape[2]
-        return F.pad(x, (0, 0, 0, missing)) if missing else x
+        missing = self.padded - x.shape[2]  # an exported graph pads at every length (a branch would bake one in)
+        return F.pad(x, (0, 0, 0, missing)) if exporting_graph() or missing else x
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, h, N, F]`` -> ``[B n, h, S, F]``: a view of the projections where ``N = n S`` (the flash kernel
@@ -172,7 +173,8 @@ class LocalBlocks(LocalPart):
         self.size = local_block
 
     def blocks(self, order: RankOrder, length: int, device) -> AlignedBlocks:
-        masked = order.padding_mask is not None or self.global_tokens > 0
+        # an exported graph takes the masked path, whose shapes follow the length (not full blocks and a short one)
+        masked = order.padding_mask is not None or self.global_tokens > 0 or exporting_graph()
         return AlignedBlocks(order.lengths, length, self.size, self.global_tokens, device, masked)
 
     def softmax(self, query, key, value, order: RankOrder, dropout: nn.Module) -> torch.Tensor:

@@ -66,6 +66,13 @@ def capturing_graph() -> bool:
     return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 
+def exporting_graph() -> bool:
+    """Whether the code runs under ``torch.export`` (``torch.onnx.export``) or tracing: the graph must serve every
+    input shape, so a branch on a shape (a sequence a whole number of blocks long) would bake the traced one in.
+    ``torch.compile`` guards such branches and compiles again where they change."""
+    return torch.compiler.is_exporting() or torch.jit.is_tracing()
+
+
 def without_padding_as_none(padding_mask: torch.Tensor) -> torch.Tensor | None:
     """``None`` for a ``[B, N]`` padding mask in which every token is real, read in eager mode only (as Transformers'
     sdpa path drops an all-ones mask: one host sync per forward on an accelerator); a captured graph keeps the mask

@@ -54,9 +54,13 @@ def test_config_passes_dropout_to_every_mechanism(name):
     assert {layer.attention.self.dropout.p for layer in model.encoder.layer} == {0.25}
 
 
+@pytest.mark.parametrize("summary_chunk", [512, 4], ids=["one-product", "chunks-of-4"])
 @pytest.mark.parametrize("name", ["kerformer", "linear", "performer", "cosformer"])
-def test_kernelized_mechanisms_drop_whole_key_columns_of_the_attention_matrix(name):
+def test_kernelized_mechanisms_drop_whole_key_columns_of_the_attention_matrix(name, summary_chunk):
+    """Whether the summary over every key is one product or a sum of products over chunks of 4 of the 10 tokens
+    (``summary_chunk``): the mask drops keys from the summary and not from the normaliser in both."""
     attn = build(name).train()
+    attn.summary_chunk = summary_chunk
     attn.dropout = RecordingDropout()
     x, mask = mixed_batch()
     out = attn(x, mask).context

@@ -88,7 +88,7 @@ def test_the_default_mode_says_once_how_to_run_a_mechanisms_own_kernels(chosen, 
     monkeypatch.setattr(fast_paths, "_mode", "exact")
     monkeypatch.setattr(fast_paths, "_chosen", chosen)
     monkeypatch.setattr(fast_paths, "_said", set())
-    monkeypatch.setattr(fast_paths, "capturing", lambda: capturing)
+    monkeypatch.setattr(fast_paths, "capturing_graph", lambda: capturing)
     tensor = ON_CUDA if device == "cuda" else torch.zeros(1)
     taken = [fast_paths.takes_fast_path("the 'psf' attention's factor product", tensor, own_kernels=own_kernels)
              for _ in range(2)]

@@ -7,6 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
+from hf_effattn.modeling.kernel_attention import KernelAttention
 from helpers.mechanisms import build, mixed_batch, random_batch
 from helpers.references import reference
 from helpers.tolerances import assert_float64_close
@@ -36,6 +37,7 @@ CASES = {
     "cosformer": ("cosformer", {}),
 }
 STATEFUL = [case for case, (name, _) in CASES.items() if build(name).carries_state]
+KERNELIZED = [case for case, (name, _) in CASES.items() if isinstance(build(name), KernelAttention)]
 
 
 def case(case_id: str, **kwargs):
@@ -75,6 +77,16 @@ def test_fast_path_without_padding_matches_reference(case_id):
     attn = case(case_id)
     x, mask = random_batch([10, 10], ["right", "right"], 10)
     assert_real_close(attn(x).context, mask, [r.context for r in reference(attn, x, mask)])
+
+
+@pytest.mark.parametrize("case_id", KERNELIZED)
+def test_summaries_in_chunks_of_tokens_match_reference(case_id):
+    """Past ``summary_chunk`` tokens a kernelized mechanism sums its summary over chunks of tokens and reads it out
+    chunk by chunk (one product each, as a GPU wants): chunks of 4 of the 10 tokens, the last one short."""
+    attn = case(case_id)
+    attn.summary_chunk = 4
+    x, mask = mixed_batch()
+    assert_real_close(attn(x, mask).context, mask, [r.context for r in reference(attn, x, mask)])
 
 
 @pytest.mark.parametrize("case_id", STATEFUL)

@@ -19,6 +19,7 @@ import pytest
 import torch
 
 import hf_effattn
+from hf_effattn.modeling.kernel_attention import KernelAttention
 from helpers.models import HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
 
 onnxruntime = pytest.importorskip("onnxruntime")
@@ -88,6 +89,22 @@ def test_onnx_psf_traced_without_mask_equals_eager_on_other_shapes(tmp_path):
     export(model, {"input_ids": text_inputs(**TRACED)["input_ids"]}, tmp_path / "model.onnx")
     runs = [{"input_ids": text_inputs(**run)["input_ids"].clamp(min=3)} for run in RUNS]  # no pad tokens
     assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)
+
+
+def test_onnx_traced_on_whole_blocks_pads_other_lengths(tmp_path, monkeypatch):
+    """Traced on 8 tokens, two whole blocks of 4, where eager needs no padding (nor a mask, nor a short last block):
+    the graph must still pad each length to whole blocks. Kerformer beside the blocks, its summary over every key in
+    chunks of 4 tokens (``summary_chunk``, whole too), with a mask; the blocks alone without one."""
+    monkeypatch.setattr(KernelAttention, "summary_chunk", 4)
+    blocks = {"attention_config": {"local_block": 4, "global_tokens": 0}}
+    traced = text_inputs(batch=1, length=8, seed=3)
+    model = text_model("kerformer+blocks", **blocks)
+    export(model, traced, tmp_path / "model.onnx")
+    assert_onnx_equals_eager(tmp_path / "model.onnx", model, [text_inputs(**run) for run in RUNS])
+    model = text_model("local+blocks", **blocks)
+    export(model, {"input_ids": traced["input_ids"]}, tmp_path / "unmasked.onnx")
+    runs = [{"input_ids": text_inputs(**run)["input_ids"].clamp(min=3)} for run in RUNS]  # no pad tokens
+    assert_onnx_equals_eager(tmp_path / "unmasked.onnx", model, runs)
 
 
 @pytest.mark.parametrize("name", MECHANISMS + VISION_HYBRIDS)

@@ -57,6 +57,8 @@ class AlignedBlocks:
     def __init__(self, lengths: torch.Tensor, length: int, size: int, global_tokens: int, device, masked: bool):
         self.size, self.length, self.global_tokens = size, length, global_tokens
         self.count = (length + size - 1) // size  # integers only: a symbolic length under torch.compile
+        if exporting_graph():  # one block more, never read: traced on one block, the graph would keep n = 1
+            self.count += 1  # (torch.export fixes a size of 1, and with it the shapes computed from it)
         self.mask = None
         if masked:
             ranks = torch.arange(self.count * size, device=device)
@@ -74,8 +76,8 @@ class AlignedBlocks:
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, h, N, F]`` -> ``[B, h, n S, F]``, zeros after the last token (``x`` itself where ``N = n S``)."""
-        missing = self.padded - x.shape[2]  # an exported graph pads at every length (a branch would bake one in)
-        return F.pad(x, (0, 0, 0, missing)) if exporting_graph() or missing else x
+        missing = self.padded - x.shape[2]
+        return F.pad(x, (0, 0, 0, missing)) if missing else x
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, h, N, F]`` -> ``[B n, h, S, F]``: a view of the projections where ``N = n S`` (the flash kernel

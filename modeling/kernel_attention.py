@@ -7,8 +7,9 @@ With query features ``phi(Q)`` and key features ``varphi(K)`` (pads zeroed), per
 
 computed right to left, so that only ``F x d`` summaries are built (F: the feature width): O(N F d) time and
 O(N (F + d)) memory. Past ``summary_chunk`` tokens (512) the summaries are sums of products over chunks of tokens,
-and the read-out one product a chunk: a GPU runs one product over all N tokens on a handful of its multiprocessors. A mechanism gives its features (:meth:`KernelAttention.kernel_features`) and, where its
-paper or its authors' code does, its own :meth:`KernelAttention.normaliser` (default: ``+ eps``).
+and the read-out one product a chunk: a GPU runs one product over all N tokens on a handful of its multiprocessors.
+A mechanism gives its features (:meth:`KernelAttention.kernel_features`) and, where its paper or its authors' code
+does, its own :meth:`KernelAttention.normaliser` (default: ``+ eps``).
 
 Dropout (``attention_probs_dropout_prob``): in training, whole columns of A are dropped, one Bernoulli draw per
 (sequence, head, key token) shared by every query, kept ones scaled by ``1 / (1 - p)``. That is ``A_ij m_j``: the

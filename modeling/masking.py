@@ -68,8 +68,8 @@ def capturing_graph() -> bool:
 
 def exporting_graph() -> bool:
     """Whether the code runs under ``torch.export`` (``torch.onnx.export``) or tracing: the graph must serve every
-    input shape, so a branch on a shape (a sequence a whole number of blocks long) would bake the traced one in.
-    ``torch.compile`` guards such branches and compiles again where they change."""
+    input shape, so a branch on a shape (a sequence a whole number of blocks long), or a size of 1 (which
+    ``torch.export`` fixes), would bake the traced one in. ``torch.compile`` guards both and compiles again."""
     return torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 

@@ -91,14 +91,15 @@ def test_onnx_psf_traced_without_mask_equals_eager_on_other_shapes(tmp_path):
     assert_onnx_equals_eager(tmp_path / "model.onnx", model, runs)
 
 
-@pytest.mark.parametrize("traced_length", [3, 8], ids=["one-short-block", "two-whole-blocks"])
-def test_onnx_of_aligned_blocks_traced_on_one_sequence_serves_every_length(traced_length, tmp_path, monkeypatch):
+@pytest.mark.parametrize("traced_length, layers", [(3, 2), (8, 1)], ids=["one-short-block", "two-whole-blocks"])
+def test_onnx_of_aligned_blocks_traced_on_one_sequence_serves_every_length(traced_length, layers, tmp_path,
+                                                                           monkeypatch):
     """Blocks of 4, traced on one sequence of 3 tokens (one block: torch.export fixes a size of 1, and a graph that
-    kept one block failed on batches from its second layer on) or of 8 (two whole blocks: eager needs no padding to
-    whole blocks, nor a mask, nor a short last block). Two layers; Kerformer beside the blocks, its summary in chunks of
+    kept one block failed on batches from its second layer on, so two layers) or of 8 (two whole blocks: eager needs no
+    padding to whole blocks, nor a mask, nor a short last block). Kerformer beside the blocks, its summary in chunks of
     4 tokens (``summary_chunk``), with a mask; the blocks alone without one."""
     monkeypatch.setattr(KernelAttention, "summary_chunk", 4)
-    settings = {"attention_config": {"local_block": 4, "global_tokens": 0}, "num_hidden_layers": 2}
+    settings = {"attention_config": {"local_block": 4, "global_tokens": 0}, "num_hidden_layers": layers}
     traced = text_inputs(batch=1, length=traced_length, seed=3)
     runs = [text_inputs(**run) for run in RUNS + [dict(batch=2, length=4, seed=4)]]
     model = text_model("kerformer+blocks", **settings)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from hf_effattn.modeling.kernel_attention import KernelAttention
 from helpers.mechanisms import build, mixed_batch, random_batch
@@ -38,6 +39,19 @@ CASES = {
 }
 STATEFUL = [case for case, (name, _) in CASES.items() if build(name).carries_state]
 KERNELIZED = [case for case, (name, _) in CASES.items() if isinstance(build(name), KernelAttention)]
+
+
+class BatchedProducts(TorchDispatchMode):
+    """Records the inner dimension of every ``torch.bmm`` (what batched matrix products run as) while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.bmm.default:
+            self.inner.add(args[0].shape[-1])
+        return func(*args, **(kwargs or {}))
 
 
 def case(case_id: str, **kwargs):
@@ -86,7 +100,10 @@ def test_summaries_in_chunks_of_tokens_match_reference(case_id):
     attn = case(case_id)
     attn.summary_chunk = 4
     x, mask = mixed_batch()
-    assert_real_close(attn(x, mask).context, mask, [r.context for r in reference(attn, x, mask)])
+    with BatchedProducts() as products:
+        context = attn(x, mask).context
+    assert 4 in products.inner and x.shape[1] not in products.inner  # a product over 4 tokens, none over all 10
+    assert_real_close(context, mask, [r.context for r in reference(attn, x, mask)])
 
 
 @pytest.mark.parametrize("case_id", STATEFUL)

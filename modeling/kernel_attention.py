@@ -142,8 +142,7 @@ class KernelAttention(EfficientAttention):
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
         with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
             context = self.window.attend_beside_kernel(query, key, value, query_features, key_features, padding_mask,
-                                                       weight, self.key_dropout, self.dropout,
-                                                       self.mechanism_outside_window)
+                                                       weight, self)
         attentions = None
         if output_attentions:
             order = RankOrder(padding_mask, query.shape[0], query.shape[2], query.device)

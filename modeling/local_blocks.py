@@ -197,19 +197,21 @@ class LocalBlocks(LocalPart):
         return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def attend_beside_kernel(self, query, key, value, query_features, key_features, padding_mask, weight,
-                             key_dropout, dropout: nn.Module, outside: bool) -> torch.Tensor:
+                             mechanism: nn.Module) -> torch.Tensor:
         """The blocks and a kernelized mechanism under one normaliser, ``weight = sigma`` ``[h, 1, 1]`` (the module
         docstring's equation). Inputs ``[B, h, N, *]`` in token positions (key features zero at pads);
-        ``key_dropout(like)``: the kept key columns ``[B, h, N, 1]`` or None. Returns the context ``[B, h, N, d]``
-        in token positions; the global tokens' rows are exact."""
+        ``mechanism``: the kernelized mechanism, whose ``key_dropout`` gives the key columns its dropout keeps,
+        ``dropout`` the blocks' and ``mechanism_outside_window`` the keys of its memory. Returns the context ``[B, h,
+        N, d]`` in token positions; the global tokens' rows are exact."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
         key_features = order.zero_past_end(order.to_ranks(key_features))
-        keep = key_dropout(key_features)
+        keep, dropout = mechanism.key_dropout(key_features), mechanism.dropout
         dropped = key_features if keep is None else key_features * keep
         blocks = self.blocks(order, length, query.device)
-        numerator, normaliser = memory_terms(query_features, dropped, key_features, value, blocks, outside)
+        numerator, normaliser = memory_terms(query_features, dropped, key_features, value, blocks,
+                                             mechanism.mechanism_outside_window)
         exact = block_softmax(query, key, value, blocks, dropout.p if dropout.training else 0.0)
         weight = weight.to(numerator.dtype)
         # ((1 - sigma) exact + sigma numerator) / ((1 - sigma) + sigma normaliser), in two fused operations

@@ -267,7 +267,7 @@ class LocalWindow(LocalPart):
         return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def attend_beside_kernel(self, query, key, value, query_features, key_features, padding_mask, weight,
-                             key_dropout, dropout: nn.Module, outside: bool) -> torch.Tensor:
+                             mechanism: nn.Module) -> torch.Tensor:
         """The window and a kernelized mechanism under one normaliser (LoLCATs), ``weight = sigma`` ``[h, 1, 1]``::
 
             out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
@@ -275,31 +275,31 @@ class LocalWindow(LocalPart):
 
         with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
         outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
-        g) F); with ``outside`` False the mechanism's terms cover every key. Inputs ``[B, h, N, *]`` in token
-        positions (key features zero at pads, in the dtype the sums run in: at least float32); ``key_dropout(like)``:
-        the kept key columns ``[B, h, N, 1]`` or None. Returns the context ``[B, h, N, d]`` in token positions, in
-        the values' dtype; the global tokens' rows are exact."""
+        g) F); with ``mechanism_outside_window`` False the mechanism's terms cover every key. Inputs ``[B, h, N,
+        *]`` in token positions (key features zero at pads, in the dtype the sums run in: at least float32);
+        ``mechanism``: the kernelized mechanism, whose ``over_every_key`` gives its terms over every key,
+        ``key_dropout`` the key columns its dropout keeps and ``dropout`` the window's. Returns the context ``[B, h,
+        N, d]`` in token positions, in the values' dtype; the global tokens' rows are exact."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         blocks = self.blocks(order, length, query.device)
         query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
         key_features = order.zero_past_end(order.to_ranks(key_features))
-        keep = key_dropout(key_features)
+        keep = mechanism.key_dropout(key_features)
         exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
         block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
         terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
-        if outside:  # the mechanism's term for it (counted in `everywhere`)
+        if mechanism.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
             terms = terms - block_weight * blocks.products(query_features, key_features)
         terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
         dropped, values = key_features if keep is None else key_features * keep, at_least_float32(value)
-        everywhere = query_features @ (dropped.transpose(-1, -2) @ values)  # the mechanism over every key, [B, h, N, d]
-        everywhere_sums = query_features @ key_features.sum(2).unsqueeze(-1)  # [B, h, N, 1]
+        everywhere, everywhere_sums = mechanism.over_every_key(query_features, dropped, key_features, values)
         kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
         numerator = blocks.weighted(kept, values) + weight * everywhere
         denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
         context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
         context = self.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
-                                         dropout)
+                                         mechanism.dropout)
         return order.to_positions(context)
 
     def exact_ranks(self, query_ranks, key_ranks):

@@ -1,5 +1,6 @@
-"""The largest tensor that any ATen op returns within a block: how the tests see that nothing of ``N x N`` size
-is ever held."""
+"""What the ATen ops within a block do: the largest tensor any returns (how the tests see that nothing of ``N x
+N`` size is ever held), and the inner sizes of the batched products (how they see that no product runs over all
+N tokens)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,16 @@ class LargestTensor(TorchDispatchMode):
         sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         self.numel = max([self.numel, *sizes])
         return out
+
+
+class BatchedProducts(TorchDispatchMode):
+    """Records the inner dimension of every ``torch.bmm`` (what batched matrix products run as) while active."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func is torch.ops.aten.bmm.default:
+            self.inner.add(args[0].shape[-1])
+        return func(*args, **(kwargs or {}))

@@ -14,6 +14,7 @@ from hf_effattn.hybrid_parts import (
     WindowDropout, check_mechanism_weights, check_window_dropout, mechanism_weights, only_part,
 )
 from helpers.mechanisms import WINDOWED, build, random_batch
+from helpers.memory import BatchedProducts
 from helpers import reference_checks
 from helpers.reference_checks import assert_real_close
 
@@ -43,6 +44,19 @@ def test_mechanism_beside_the_window_equals_its_reference(name, window):
     docstring). Performer's features are stabilised per query row in the fast path, so only its own matrix can
     stand for it (next test)."""
     assert_matches_reference(windowed(name, WINDOWS[window]))
+
+
+@pytest.mark.parametrize("name", ["kerformer", "linear", "cosformer"])
+def test_the_summary_over_every_key_beside_the_window_runs_in_chunks_of_tokens(name):
+    """Under the shared normaliser, past ``summary_chunk`` tokens the mechanism's summary over every key is summed
+    over chunks (one product each, as a GPU wants): chunks of 20 of the 100 tokens, equal to the reference."""
+    attn = windowed(name, WINDOWS["w6-g1"])
+    attn.summary_chunk = 20
+    x, mask = random_batch(LENGTHS, SIDES, LENGTH)
+    with BatchedProducts() as products:
+        attn(x, mask)
+    assert 20 in products.inner and LENGTH not in products.inner  # a product over 20 tokens, none over all 100
+    assert_matches_reference(attn)
 
 
 @pytest.mark.parametrize("name", ["kerformer", "linear", "cosformer"])

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from hf_effattn.modeling.kernel_attention import KernelAttention
 from helpers.mechanisms import build, mixed_batch, random_batch
+from helpers.memory import BatchedProducts
 from helpers.references import reference
 from helpers.tolerances import assert_float64_close
 
@@ -39,19 +39,6 @@ CASES = {
 }
 STATEFUL = [case for case, (name, _) in CASES.items() if build(name).carries_state]
 KERNELIZED = [case for case, (name, _) in CASES.items() if isinstance(build(name), KernelAttention)]
-
-
-class BatchedProducts(TorchDispatchMode):
-    """Records the inner dimension of every ``torch.bmm`` (what batched matrix products run as) while active."""
-
-    def __init__(self):
-        super().__init__()
-        self.inner = set()
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        if func is torch.ops.aten.bmm.default:
-            self.inner.add(args[0].shape[-1])
-        return func(*args, **(kwargs or {}))
 
 
 def case(case_id: str, **kwargs):

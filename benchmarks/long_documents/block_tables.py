@@ -105,16 +105,42 @@ def gates_cell(name: str) -> str:
     return gates_text(mlm(name, "mlm", "mechanism_weights"), start_of(ROWS[name]))
 
 
-def versus_chunks(name: str) -> list[str]:
-    """After pretraining, against its chunks (:func:`control_of`) on the same masked tokens (``long_range.py``):
-    every token, the far ones, the near ones and far minus near, each a paired difference ± its standard error
-    (negative: better)."""
-    mine, chunks = long_range_pair(name)
-    if not mine or not chunks:
-        return ["not run"] * 4
-    every = every_token(mine, chunks)
+def paired_cells(mine: dict, theirs: dict) -> list[str]:
+    """Two readers' ``long_range.py`` losses on the same masked tokens: every token, the far ones, the near ones and
+    far minus near, each a paired difference ± its standard error (negative: ``mine`` better)."""
     return [f"{difference:+.3f} ± {error:.3f}" for difference, error in
-            (every, paired_loss(mine, chunks, True), paired_loss(mine, chunks, False), paired_loss(mine, chunks))]
+            (every_token(mine, theirs), paired_loss(mine, theirs, True), paired_loss(mine, theirs, False),
+             paired_loss(mine, theirs))]
+
+
+def versus_chunks(name: str) -> list[str]:
+    """After pretraining, against its chunks (:func:`control_of`): :func:`paired_cells`."""
+    mine, chunks = long_range_pair(name)
+    return paired_cells(mine, chunks) if mine and chunks else ["not run"] * 4
+
+
+def without_memory(name: str) -> str | None:
+    """For a memory added to another row's model (``start``), the row trained as it was in every way but the memory:
+    the blocks alone continued from the same model at the same length, on the same pieces, with the same steps and
+    seed (the same batches); None where none is defined. (A row pretrained from the head has its twin as control.)"""
+    row = ROWS[name]
+    same = (row.start, row.length, row.pieces, row.mlm_steps, row.mlm_seed)
+    return next((other.name for other in ROWS.values() if row.start and other.attention == "local"
+                 and (other.start, other.length, other.pieces, other.mlm_steps, other.mlm_seed) == same), None)
+
+
+def same_training_table() -> str:
+    """Each memory added to the chunks against :func:`without_memory`, on the same masked tokens after pretraining."""
+    header = ["row", "the same training without the memory", "every token", "far tokens", "near tokens",
+              "far minus near"]
+    pairs = [(name, twin) for name in BLOCK_ROWS if (twin := without_memory(name))]
+    results = [(name, twin, read_result("long_range", f"{name}@mlm"), read_result("long_range", f"{twin}@mlm"))
+               for name, twin in pairs]
+    body = [[f"`{name}`", f"`{twin}`", *paired_cells(mine, theirs)] for name, twin, mine, theirs in results
+            if mine and theirs]
+    return ("What a memory added to the chunks buys in the same training: its row against the blocks alone continued "
+            "from the same model, at the same length, on the same pieces and batches (paired per-token difference ± "
+            "its standard error, negative: the memory better).\n\n" + markdown_table(header, body))
 
 
 def masked_lm_table() -> str:
@@ -287,7 +313,8 @@ def plot(path: Path) -> None:
 def main() -> None:
     publish("blocks", "\n\n".join(part for part in [
         not_run(), "### Masked-LM loss", masked_lm_table(), "### Probe and retrieval", representations_table(),
-        "### Against the targets", summary_table(), "### Where the gate starts", gate_start_table(),
+        "### Against the targets", summary_table(), "### The memory against the same training without it",
+        same_training_table(), "### Where the gate starts", gate_start_table(),
         "### Kerformer's memory built otherwise", kernel_memory_text(),
         "### The memory's mass at 8,192", memory_mass_table(),
     ] if part), plot)

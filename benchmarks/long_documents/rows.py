@@ -230,4 +230,8 @@ ROWS = {row.name: row for row in [
     # the gate's start after the chunks: Singularformer's memory at 2,048 starting at 0.01, both continuation seeds
     *(then(AT_512_AGAIN, gate_start(in_pieces(longer_blocks("singularformer", *SEEDS[0])), 0.01), seed,
            LONGER_MLM_STEPS, seed_in_name=seed == 4) for seed in (3, 4)),
+    # the memories' own control at 160 steps: the chunks continued as blocks at 2,048 on the same pieces, with the
+    # same batches as the memories of each continuation seed (what the memory buys in the same training)
+    *(then(AT_512_AGAIN, in_pieces(longer_blocks("local", *SEEDS[0])), seed, LONGER_MLM_STEPS, seed_in_name=seed == 4)
+      for seed in (3, 4)),
 ]}

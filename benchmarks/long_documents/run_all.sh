@@ -208,6 +208,8 @@ case "${1:-}" in
                        $again-then-singularformer-gated-gate0.01-mlm160-seed4"
     # what PSF's kernels' bfloat16 storage does to the two PSF memories' loss
     python psf_bfloat16.py --rows $again-then-psf-gated-mlm160 $again-then-psf-gated-mlm160-seed4
+    # the memories' own control at 160 steps: the chunks continued as blocks at 2,048 on the same pieces and batches
+    pretrain_and_read "$again-then-local-pieces2048-mlm160 $again-then-local-pieces2048-mlm160-seed4"
     ;;
   cost)
     python cost.py --length 2048 --repeats 3

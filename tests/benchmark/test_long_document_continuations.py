@@ -170,3 +170,30 @@ def test_a_gated_memory_is_held_against_the_row_it_was_made_from_and_a_continuat
     assert block_tables.shared_twin(f"{START}-then-kerformer-gated") is None
     assert block_tables.shared_twin(f"{START}-rerun-then-kerformer-gated-mlm160-at8192") is None
     assert [block_tables.shared_twin(name) for name in ("kerformer-b512", "singularformer-b512")] == [None, None]
+
+
+@pytest.mark.parametrize("seed, suffix", [("3", ""), ("4", "-seed4")])
+def test_each_memory_after_the_chunks_is_also_held_against_the_same_training_without_it(seed, suffix, monkeypatch):
+    """``block_tables.without_memory``: a memory continued 160 steps at 2,048 from the chunks is paired with the
+    blocks alone continued from the same model, on the same pieces, with the same steps and seed: the same command
+    but for the model it trains (the chunks' own, which reads 2,048 tokens already, against the chunks converted to
+    the memory's) and the gate's own learning rate; a memory at another length, and a row that continues none, has no
+    such twin."""
+    import block_tables
+
+    monkeypatch.setattr(pretrain, "training_file", lambda row: Path(f"pieces{row.pieces}"))  # a fresh clone: no corpus
+    again = f"{START}-rerun"
+    blocks = ROWS[f"{again}-then-local-pieces2048-mlm160{suffix}"]
+    memories = [f"{again}-then-{memory}-mlm160{suffix}" for memory in ("singularformer-gated", "dba-gated", "psf-gated",
+                                                                        "singularformer-gated-gate0.01")]
+    assert {block_tables.without_memory(name) for name in memories} == {blocks.name}
+    assert pretrain.jobs([blocks.name], ["extend", "mlm"]) == [(blocks.name, "mlm")]
+    train, alone = (pretrain.stage_command(row, "mlm", BUDGET) for row in (ROWS[memories[0]], blocks))
+    assert option(alone, "--seed") == seed and option(alone, "--model_name_or_path").endswith(f"/{again}-512-mlm")
+    model = train.index("--model_name_or_path") + 1
+    assert train[-2:] == ["--mechanism_weight_learning_rate", "0.1"]
+    assert alone == [alone[model] if index == model else part.replace(memories[0], blocks.name)
+                     for index, part in enumerate(train[:-2])]
+    assert block_tables.without_memory(f"{again}-then-singularformer-gated-mlm160-at4096") is None
+    assert block_tables.without_memory("singularformer-b512-direct-gate-lr0.1-mlm160-pieces2048") is None
+    assert block_tables.control_of(blocks.name) == block_tables.control_of(memories[0])  # the chunks at 512

@@ -231,3 +231,4 @@ case "${1:-}" in
     ;;
 esac
 python tables.py > /dev/null
+python block_tables.py > /dev/null

@@ -63,7 +63,7 @@ def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
 def capturing_graph() -> bool:
     """Whether the code runs under ``torch.compile``, ``torch.export`` or tracing, where branching on a tensor's
     values would break the graph."""
-    return torch.compiler.is_compiling() or torch.compiler.is_exporting() or torch.jit.is_tracing()
+    return torch.compiler.is_compiling() or exporting_graph()
 
 
 def exporting_graph() -> bool:

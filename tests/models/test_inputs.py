@@ -20,7 +20,8 @@ def prepared(attn_implementation: str) -> torch.Tensor:
     """The ``[B, 1, N, N]`` mask that Transformers' encoders prepare from ``MASK`` (bool for sdpa, additive for
     eager)."""
     embeds = torch.zeros(*MASK.shape, 16)
-    config = text_config(_attn_implementation=attn_implementation)
+    config = text_config()
+    config._attn_implementation = attn_implementation  # the setter of every Transformers 5.x (5.25 ignores the kwarg)
     return create_bidirectional_mask(config=config, inputs_embeds=embeds, attention_mask=MASK)
 
 

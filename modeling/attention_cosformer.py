@@ -36,11 +36,12 @@ from dataclasses import dataclass
 import torch
 
 from .attention_settings import setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .kernel_attention import KernelAttention, KernelSettings
 from .masking import real_lengths, token_ranks, zero_pads
 
 
+@register_settings("cosformer")
 @dataclass(frozen=True)
 class CosformerSettings(KernelSettings):
     """``eps``: lower bound of the normaliser (the authors' code: 1e-6)."""

@@ -41,10 +41,11 @@ from transformers import initialization as init
 
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, require, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .masking import masked_softmax
 
 
+@register_settings("dba")
 @dataclass(frozen=True)
 class DBASettings(AttentionSettings):
     """``compressed_length``: d_p, rows of the compressed sequence (Table 7: 16).

@@ -41,7 +41,7 @@ import torch
 from torch import nn
 
 from .attention_settings import require, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .kernel_attention import KernelAttention, KernelSettings
 from .masking import token_ranks, zero_pads
 from .position_extension import replace_parameter, tile_blocks
@@ -49,6 +49,7 @@ from .position_extension import replace_parameter, tile_blocks
 SE_MODES = ("token", "channel", "none")
 
 
+@register_settings("kerformer")
 @dataclass(frozen=True)
 class KerformerSettings(KernelSettings):
     """``se_mode``: ``"token"`` | ``"channel"`` | ``"none"`` (see the module docstring).

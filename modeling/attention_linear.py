@@ -28,11 +28,12 @@ from dataclasses import dataclass
 import torch
 
 from .attention_settings import setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .kernel_attention import KernelAttention, KernelSettings
 from .masking import zero_pads
 
 
+@register_settings("linear")
 @dataclass(frozen=True)
 class LinearSettings(KernelSettings):
     """``eps``: added to the normaliser of Eq. 5 (the authors' code: 1e-6)."""

@@ -45,11 +45,12 @@ from transformers import initialization as init
 
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .masking import token_ranks, zero_pads
 from .position_extension import replace_parameter, tile_blocks
 
 
+@register_settings("linformer")
 @dataclass(frozen=True)
 class LinformerSettings(AttentionSettings):
     """``projected_length``: k, the rows the keys and values are projected to. ``share_kv``: one projection for

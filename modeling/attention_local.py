@@ -21,11 +21,12 @@ from dataclasses import dataclass
 
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, require, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 
 DEFAULT_WINDOW = 128  # ModernBERT's
 
 
+@register_settings("local")
 @dataclass(frozen=True)
 class LocalSettings(AttentionSettings):
     """``local_window``: w, each token sees the real tokens at most ``w // 2`` ranks away (ModernBERT: 128, the

@@ -66,10 +66,11 @@ from torch import nn
 
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, require, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .masking import gather_tokens, masked_softmax, real_lengths, real_positions, token_ranks
 
 
+@register_settings("nystromformer")
 @dataclass(frozen=True)
 class NystromformerSettings(AttentionSettings):
     """``num_landmarks``: m, the number of segment-mean landmarks. ``pinv_iterations``: steps of the iterative

@@ -49,11 +49,12 @@ import torch
 from transformers import initialization as init
 
 from .attention_settings import setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .kernel_attention import KernelAttention, KernelSettings
 from .masking import masked_fill_min, zero_pads
 
 
+@register_settings("performer")
 @dataclass(frozen=True)
 class PerformerSettings(KernelSettings):
     """``num_features``: m, the number of random features (default 256).

@@ -56,13 +56,14 @@ from transformers import initialization as init
 
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .chord_mixes import ChordShiftMix, circular_rows, plain_window_mix, cyclic_window_mix
 from .fast_paths import compiled, run_fast, takes_fast_path
 from .masking import real_lengths, real_positions, token_ranks
 from .position_extension import replace_parameter, tile_blocks
 
 
+@register_settings("psf")
 @dataclass(frozen=True)
 class PSFSettings(AttentionSettings):
     """``num_factors``: M (None: ceil(log2 N_max)). ``num_links``: K, links per row including the

@@ -1,12 +1,20 @@
-"""The registry of attention mechanisms: each registers its class under a name, and models build it by that name.
+"""The registry of attention mechanisms: each registers its settings and its class under a name, and configs and
+models build them by that name.
+
+    @dataclass(frozen=True)
+    class EfficientSettings(AttentionSettings): ...
 
     @register_attention("efficient")
-    class EfficientLinearAttention(EfficientAttention): ...
+    class EfficientLinearAttention(EfficientAttention):
+        settings_class = EfficientSettings
 
     list_attentions()                                   # names, in registration order
     build_attention("kerformer", 768, 12, {"se_mode": "channel"}, max_length=512)
     describe_attention("dba")                           # paper, equations, defaults and capabilities
 
+``register_attention`` registers the settings class too; the built-in mechanisms register theirs apart
+(``@register_settings("kerformer")``), so that a config needs none of the mechanisms' code: a saved folder's
+``configuration_effattn.py`` holds the settings, its modeling file the mechanism (``remote_code.py``).
 Import mechanisms through ``attentions.py``, which imports every built-in one, so that the registry is complete.
 """
 
@@ -20,20 +28,41 @@ from typing import Any
 from .attention_base import EfficientAttention
 from .attention_settings import AttentionSettings
 
+_SETTINGS: dict[str, type[AttentionSettings]] = {}
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
 
 
-def register_attention(name: str):
-    """Class decorator adding a mechanism to the registry under ``name``."""
+def register_settings(*names: str):
+    """Class decorator adding a settings dataclass to the registry under each of ``names`` (the mechanisms it
+    configures)."""
 
-    def decorate(cls: type[EfficientAttention]) -> type[EfficientAttention]:
-        if name in _REGISTRY and _REGISTRY[name] is not cls:
-            raise ValueError(f"An attention named {name!r} is already registered ({_REGISTRY[name].__name__}).")
-        cls.name = name
-        _REGISTRY[name] = cls
+    def decorate(cls: type[AttentionSettings]) -> type[AttentionSettings]:
+        for name in names:
+            registered(_SETTINGS, name, cls, "settings")
         return cls
 
     return decorate
+
+
+def register_attention(name: str):
+    """Class decorator adding a mechanism to the registry under ``name``, and its ``settings_class`` where
+    :func:`register_settings` has not (the built-in mechanisms register theirs apart, for their configs)."""
+
+    def decorate(cls: type[EfficientAttention]) -> type[EfficientAttention]:
+        registered(_SETTINGS, name, cls.settings_class, "settings")
+        registered(_REGISTRY, name, cls, "mechanism")
+        cls.name = name
+        return cls
+
+    return decorate
+
+
+def registered(registry: dict, name: str, cls: type, kind: str) -> None:
+    """Put ``cls`` in ``registry`` under ``name``, which must be free (or ``cls``'s already)."""
+    if name in registry and registry[name] is not cls:
+        raise ValueError(f"The name {name!r} is already registered, for the {kind} {registry[name].__name__}: "
+                         "choose another name.")
+    registry[name] = cls
 
 
 def list_attentions() -> list[str]:
@@ -41,20 +70,36 @@ def list_attentions() -> list[str]:
     return list(_REGISTRY)
 
 
+def list_settings() -> list[str]:
+    """Names of the mechanisms whose settings are registered (a config knows these)."""
+    return list(_SETTINGS)
+
+
+def registry_entry(registry: dict, name: str):
+    """``registry[name]`` for an ``attention_type``; a name that is not a string, or not known, lists the known
+    ones."""
+    if not isinstance(name, str):
+        raise TypeError(f"Invalid attention_type={name!r}: it must be a string, one of {', '.join(registry)}.")
+    if name not in registry:
+        close = difflib.get_close_matches(name, registry, n=3)
+        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
+        raise ValueError(f"Unknown attention_type {name!r}. Known: {', '.join(registry)}.{hint}")
+    return registry[name]
+
+
 def get_attention_class(name: str) -> type[EfficientAttention]:
     """The mechanism class registered as ``name``; an unknown name lists the known ones."""
-    if not isinstance(name, str):
-        raise TypeError(f"Invalid attention_type={name!r}: it must be a string, one of {', '.join(_REGISTRY)}.")
-    if name not in _REGISTRY:
-        close = difflib.get_close_matches(name, _REGISTRY, n=3)
-        hint = f" Did you mean {', '.join(map(repr, close))}?" if close else ""
-        raise ValueError(f"Unknown attention_type {name!r}. Known: {', '.join(_REGISTRY)}.{hint}")
-    return _REGISTRY[name]
+    return registry_entry(_REGISTRY, name)
+
+
+def get_settings_class(name: str) -> type[AttentionSettings]:
+    """The settings class registered as ``name`` (what a config checks); an unknown name lists the known ones."""
+    return registry_entry(_SETTINGS, name)
 
 
 def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | None = None) -> AttentionSettings:
     """The settings dataclass of mechanism ``name`` from a dict (missing keys take the paper defaults)."""
-    settings_class = get_attention_class(name).settings_class
+    settings_class = get_settings_class(name)
     if isinstance(settings, settings_class):
         return settings
     if settings is not None and not isinstance(settings, Mapping):

@@ -146,15 +146,3 @@ def require(condition: bool, setting: str, value: Any, allowed: str) -> None:
     """Raise a ``ValueError`` naming ``setting``, its ``value`` and the ``allowed`` range."""
     if not condition:
         raise ValueError(f"Invalid attention setting {setting}={value!r}: it must be {allowed}.")
-
-
-@dataclass(frozen=True)
-class SoftmaxSettings(AttentionSettings):
-    """Softmax attention's settings: none of its own, and no local window (it is exact over every token)."""
-
-    def check_window(self, max_length):
-        for name in ("local_window", "local_block"):
-            require(getattr(self, name) is None, name, getattr(self, name),
-                    "None for softmax attention, which is exact over every token already (for a window or blocks "
-                    "alone use attention_type='local')")
-        super().check_window(max_length)

@@ -48,10 +48,11 @@ from torch import nn
 
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
 from .masking import masked_softmax, zero_pads
 
 
+@register_settings("singularformer")
 @dataclass(frozen=True)
 class SingularformerSettings(AttentionSettings):
     """``rank``: r, the number of pseudo-tokens (None: the head width, as the paper fixes it).

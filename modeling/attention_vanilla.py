@@ -16,13 +16,28 @@ inputs (``hf_effattn.conversion.transfer.teacher``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
 from .attention_base import AttentionOutput, EfficientAttention
-from .attention_settings import SoftmaxSettings
-from .attention_registry import register_attention
+from .attention_registry import register_attention, register_settings
+from .attention_settings import AttentionSettings, require
 from .masking import masked_fill_min
+
+
+@register_settings("eager", "sdpa")
+@dataclass(frozen=True)
+class SoftmaxSettings(AttentionSettings):
+    """Softmax attention's settings: none of its own, and no local window (it is exact over every token)."""
+
+    def check_window(self, max_length):
+        for name in ("local_window", "local_block"):
+            require(getattr(self, name) is None, name, getattr(self, name),
+                    "None for softmax attention, which is exact over every token already (for a window or blocks "
+                    "alone use attention_type='local')")
+        super().check_window(max_length)
 
 
 @register_attention("eager")

@@ -7,7 +7,8 @@ imports only the mechanisms its model runs: ``remote_code_files.py``.)
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import (
-    build_attention, build_settings, describe_attention, get_attention_class, list_attentions, register_attention,
+    build_attention, build_settings, describe_attention, get_attention_class, get_settings_class, list_attentions,
+    list_settings, register_attention, register_settings,
 )
 # Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the window alone.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
@@ -24,7 +25,8 @@ from .attention_local import LocalAttention, LocalSettings  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
-    "describe_attention", "get_attention_class", "list_attentions", "register_attention", "setting",
+    "describe_attention", "get_attention_class", "get_settings_class", "list_attentions", "list_settings",
+    "register_attention", "register_settings", "setting",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",

@@ -34,7 +34,7 @@ from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - fir
 from transformers import RobertaConfig, ViTConfig
 
 from .attention_settings import check_heads
-from .attentions import build_settings, get_attention_class, list_attentions
+from .attentions import build_settings, get_settings_class, list_settings
 from .settings import Spec, checked
 
 # The settings of the exact local part (a window or aligned blocks) and its gate, which every mechanism has
@@ -76,8 +76,8 @@ def saved_attention(config_dict: dict) -> tuple[str, dict | None]:
     """The mechanism and settings of a saved ``config.json`` dict, a setting added since it was saved at the value
     the model was trained with (the mechanism's ``as_saved``, ``attention_settings.AttentionSettings``)."""
     kind, settings = config_dict.get("attention_type", "sdpa"), config_dict.get("attention_config")
-    if isinstance(settings, dict) and kind in list_attentions():
-        settings = get_attention_class(kind).settings_class.as_saved(settings)
+    if isinstance(settings, dict) and kind in list_settings():
+        settings = get_settings_class(kind).as_saved(settings)
     return kind, settings
 
 

@@ -34,16 +34,16 @@ compiling its fast path within 110 s, so a run would start minutes late for a ga
 
 from __future__ import annotations
 
-import logging
 import os
 from contextlib import contextmanager
 from typing import Callable
 
 import torch
+from transformers.utils import logging
 
 from .masking import capturing_graph
 
-logger = logging.getLogger(__name__)
+logger = logging.get_logger(__name__)
 
 MODES = ("auto", "exact", "fast")
 ENVIRONMENT_VARIABLE = "HF_EFFATTN_FAST_PATHS"

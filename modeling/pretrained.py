@@ -42,7 +42,7 @@ from .extension_checks import check_fits_in_memory, window_checked_when_extended
 from .load_report import log_loading_report, transformers_load_report_held_back
 from .local_window import LocalPart
 from .position_extension import extend_positions
-from .remote_code_files import trim_remote_code
+from .remote_code import write_remote_code
 
 logger = logging.get_logger(__name__)
 
@@ -238,28 +238,25 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head
         of the family, the weights saved under this model's names (``save_original_format=False``): never
         renamed back to those of the checkpoint the model was converted from, and the remote code trimmed to the
-        files this model runs (:meth:`trim_remote_code`)."""
+        files this model runs (:meth:`write_remote_code`)."""
         self.config.auto_map = {
             "AutoConfig": qualified_name(type(self.config)),
             **{auto: qualified_name(model_class) for auto, model_class in self.auto_classes.items()},
         }
         result = super().save_pretrained(save_directory, *args, save_original_format=save_original_format, **kwargs)
         if kwargs.get("is_main_process", True):
-            self.trim_remote_code(save_directory)
+            self.write_remote_code(save_directory)
         return result
 
-    def trim_remote_code(self, folder) -> list[str]:
-        """Remove from ``folder`` the remote-code files of the mechanisms this model does not run
-        (:mod:`.remote_code_files`): it keeps its own and softmax, which its config class's defaults name (Transformers
-        builds a default config when it saves one). Returns the removed files' names."""
-        modules = {name: get_attention_class(name).__module__.rsplit(".", 1)[-1] for name in list_attentions()}
-        kept = {modules[self.config.attention_type], modules[type(self.config).attention_type]}
-        entries = {name.split(".")[0] for name in self.config.auto_map.values()}
-        return trim_remote_code(folder, entries, set(modules.values()) - kept)
+    def write_remote_code(self, folder) -> list[str]:
+        """Replace the modules that ``save_pretrained`` copied into ``folder`` with the two files of remote code
+        generated for this model, ``configuration_effattn.py`` and its family's modeling file (:mod:`.remote_code`);
+        returns their names."""
+        return write_remote_code(self, folder)
 
     def _upload_modified_files(self, working_dir, *args, **kwargs):
-        """``save_pretrained(..., push_to_hub=True)`` uploads the folder before it returns: trimmed first."""
-        self.trim_remote_code(working_dir)
+        """``save_pretrained(..., push_to_hub=True)`` uploads the folder before it returns: its code generated first."""
+        self.write_remote_code(working_dir)
         return super()._upload_modified_files(working_dir, *args, **kwargs)
 
 

@@ -32,7 +32,7 @@ def tiny_mechanism():
             return hf_effattn.AttentionOutput(self.settings.scale * self.value(hidden_states))
 
     yield TinyAttention
-    del attention_registry._REGISTRY["tiny_test"]
+    del attention_registry._REGISTRY["tiny_test"], attention_registry._SETTINGS["tiny_test"]
 
 
 def test_list_attentions_in_registration_order():

@@ -89,47 +89,51 @@ REGISTRIES_IN_THE_FOLDERS = BLOCK_PACKAGE + textwrap.dedent(
 
     for folder in sys.argv[1:]:
         model = AutoModel.from_pretrained(folder, trust_remote_code=True)
-        print(sys.modules[type(model).__module__.rsplit(".", 1)[0] + ".attentions"].list_attentions())
+        print(list(sys.modules[type(model).__module__]._REGISTRY))  # the registry of the generated file
     """
 )
-def remote_code_files(folder) -> set[str]:
-    return {path.name for path in folder.glob("*.py")}
 
 
-def test_a_saved_folder_carries_only_the_code_its_model_runs(tmp_path):
-    """Every mechanism's file is left out but the model's own (and softmax's, which the config's defaults name), and
-    so is every file nothing imports: the folder loads as remote code (the test above, for every mechanism and
-    hybrid), with a registry of those mechanisms only."""
-    def mechanism_file(name: str) -> str:
-        return f"{get_attention_class(name).__module__.rsplit('.', 1)[-1]}.py"
+def remote_code_files(folder) -> dict[str, str]:
+    return {path.name: path.read_text() for path in folder.glob("*.py")}
 
-    mechanism_files = {mechanism_file(name) for name in hf_effattn.list_attentions()}
-    cases = {"dba": {}, "sdpa": {}, "kerformer": {"local_window": 4}}
+
+def test_a_saved_folder_carries_one_configuration_and_one_modeling_file(tmp_path):
+    """Generated for the model (``modeling/remote_code.py``): no other mechanism's code, and nothing of the package's
+    own machinery (loading other architectures, extending, writing this code); PSF's Triton kernels beside, which
+    only a function imports, on CUDA. All that Transformers reads to load the folder, and nothing more; the folder
+    loads as remote code (the test above, for every mechanism and hybrid) with a registry of its mechanism only."""
+    cases = {"dba": {}, "sdpa": {}, "kerformer": {"local_window": 4}, "psf": {}}
     for attention_type, settings in cases.items():
         model = hf_effattn.EffAttnRobertaModel(text_config(attention_type, attention_config=settings))
         model.save_pretrained(tmp_path / attention_type)
         files = remote_code_files(tmp_path / attention_type)
-        assert files & mechanism_files == {mechanism_file(attention_type), mechanism_file("sdpa")}
         entries = {"configuration_effattn.py", "modeling_effattn_roberta.py"}  # the files auto_map names
-        loaded = {Path(file).name for entry in entries for file in get_relative_import_files(tmp_path / attention_type
-                                                                                               / entry)}
-        assert files == entries | loaded  # all that Transformers reads to load the folder, and nothing more
-    assert "kernel_attention.py" in remote_code_files(tmp_path / "kerformer")  # what a kernelized mechanism imports
-    assert "kernel_attention.py" not in remote_code_files(tmp_path / "dba")
+        kernels = {"chord_kernels.py"} if attention_type == "psf" else set()
+        assert set(files) == entries | kernels
+        loaded = {Path(file).name for entry in entries
+                  for file in get_relative_import_files(tmp_path / attention_type / entry)}
+        assert loaded == {"configuration_effattn.py"} | kernels
+        code = "".join(files[name] for name in entries)
+        own = get_attention_class(attention_type)
+        assert f"class {own.__name__}(" in code
+        others = {get_attention_class(name) for name in hf_effattn.list_attentions()} - set(own.__mro__)
+        assert not [other for other in others if f"class {other.__name__}(" in code]
+        assert not [name for name in ("def plan_load", "def from_plan", "def extend_max_length", "def generated_files",
+                                      "def log_loading_report") if name in code]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
         "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-I", "-c", REGISTRIES_IN_THE_FOLDERS,
                              *(str(tmp_path / attention_type) for attention_type in cases)],
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.splitlines()[-3:] == [str(sorted({attention_type, "eager", "sdpa"},
-                                                          key=hf_effattn.list_attentions().index))
-                                               for attention_type in cases]
+    registries = {"dba": ["dba"], "sdpa": ["eager", "sdpa"], "kerformer": ["kerformer"], "psf": ["psf"]}  # sdpa: a
+    assert result.stdout.splitlines()[-len(cases):] == [str(registries[name]) for name in cases]  # subclass of eager
 
 
-def test_a_push_from_save_pretrained_uploads_the_trimmed_code(tmp_path, monkeypatch):
-    """``save_pretrained(..., push_to_hub=True)`` uploads before it returns: the upload already holds the trimmed
-    folder (the Hub is replaced by recorders of what would be created and uploaded)."""
+def test_a_push_from_save_pretrained_uploads_the_generated_code(tmp_path, monkeypatch):
+    """``save_pretrained(..., push_to_hub=True)`` uploads before it returns: the upload already holds the generated
+    files (the Hub is replaced by recorders of what would be created and uploaded)."""
     from types import SimpleNamespace
 
     import transformers.modeling_utils
@@ -141,10 +145,10 @@ def test_a_push_from_save_pretrained_uploads_the_trimmed_code(tmp_path, monkeypa
     monkeypatch.setattr(transformers.modeling_utils, "create_and_tag_model_card",
                         lambda *args, **kwargs: SimpleNamespace(save=lambda path: None))
     monkeypatch.setattr(PushToHubMixin, "_upload_modified_files", lambda self, folder, repo_id, *args, **kwargs:
-                        uploaded.update({repo_id: {path.name for path in Path(folder).glob("*.py")}}))
-    hf_effattn.EffAttnRobertaModel(text_config("psf")).save_pretrained(tmp_path / "psf", push_to_hub=True)
-    assert uploaded == {"user/psf": remote_code_files(tmp_path / "psf")}
-    assert "attention_psf.py" in uploaded["user/psf"] and "attention_dba.py" not in uploaded["user/psf"]
+                        uploaded.update({repo_id: remote_code_files(Path(folder))}))
+    hf_effattn.EffAttnRobertaModel(text_config("dba")).save_pretrained(tmp_path / "dba", push_to_hub=True)
+    assert uploaded == {"user/dba": remote_code_files(tmp_path / "dba")}
+    assert set(uploaded["user/dba"]) == {"configuration_effattn.py", "modeling_effattn_roberta.py"}
 
 
 @pytest.mark.parametrize("config, auto_classes", [

@@ -23,8 +23,8 @@ LAYERS = {
                    "hf_effattn.modeling.chord_mixes"],
     "encoder": ["hf_effattn.modeling.encoder", "hf_effattn.modeling.outputs"],
     "models": ["hf_effattn.modeling.*"],
-    "foundations": ["hf_effattn.version", "hf_effattn.deprecation", "hf_effattn.user_errors",
-                    "hf_effattn.argument_types", "hf_effattn.window_options", "hf_effattn.command_line",
+    "foundations": ["hf_effattn.version", "hf_effattn.user_errors",
+                    "hf_effattn.argument_types", "hf_effattn.window_options",
                     "hf_effattn.hybrid_parts", "hf_effattn.model_classes",
                     "hf_effattn.presets", "hf_effattn.metrics", "hf_effattn.metrics.*", "hf_effattn.model_cards",
                     "hf_effattn.model_cards.*", "hf_effattn.output_folders", "hf_effattn.folder_replacement",
@@ -34,8 +34,7 @@ LAYERS = {
                                                "hf_effattn.benchmark", "hf_effattn.benchmark.*",
                                                "hf_effattn.synthetic_tasks", "hf_effattn.synthetic_tasks.*"],
     "fine-tuning": ["hf_effattn.finetuning", "hf_effattn.finetuning.*"],
-    "surface": ["hf_effattn", "hf_effattn.commands", "hf_effattn.commands.*", "hf_effattn.cli", "hf_effattn.listing",
-                "hf_effattn.demo"],
+    "surface": ["hf_effattn", "hf_effattn.commands", "hf_effattn.commands.*"],
 }
 LEVELS = list(LAYERS)
 
@@ -165,4 +164,4 @@ def test_the_checker_sees_imports_inside_functions_and_relative_imports():
             "hf_effattn.version"} <= IMPORTS["hf_effattn.model_cards.card"]
     assert "hf_effattn.conversion.transfer.data" in IMPORTS["hf_effattn.conversion.convert"]  # inside a function
     assert "hf_effattn.model_classes" in IMPORTS["hf_effattn.finetuning.models"]  # inside a function
-    assert "hf_effattn.commands.list" in IMPORTS["hf_effattn.listing"]  # ``from .commands.list import ...``
+    assert "hf_effattn.modeling.attentions" in IMPORTS["hf_effattn.presets"]  # ``from .modeling.attentions import``

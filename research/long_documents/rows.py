@@ -1,4 +1,4 @@
-"""The long-document benchmark's rows: each model it measures (:class:`Row`), the builders of its levers, and
+"""The long-document study's rows: each model it measures (:class:`Row`), the builders of its levers, and
 ``ROWS``, every row by name. A row says what is converted from MiniLM (or from another row's model), how it is
 pretrained and on what; ``pretrain.py`` runs its stages, the readers measure it, ``block_tables.py`` and ``tables.py``
 hold it against its control."""
@@ -148,8 +148,7 @@ def then(start: Row, row: Row, seed: int, steps: int | None = None, seed_in_name
 
 def gate_start(row: Row, gate: float) -> Row:
     """``row``, a block row with a memory, its gates starting at ``gate`` (``initial_mechanism_weight``) instead of
-    its mechanism's default (0.1 for a memory mixed by its gate: after the chunks' pretraining it costs them 0.010
-    nats at the start)."""
+    its mechanism's default."""
     return replace(row, settings={**row.settings, "initial_mechanism_weight": gate},
                    what=f"{row.what}, the gates starting at {gate:g}")
 
@@ -160,6 +159,7 @@ def rerun(row: Row, date: str, head: str | None = None) -> Row:
     return replace(row, name=f"{row.name}-rerun", head=head, what=f"{row.what}, again on the MLM head retrained {date}")
 
 
+# the start of every row that continues the chunks pretrained 160 steps at 512, on the head retrained 2026-11-29
 AT_512_AGAIN = rerun(longer_blocks("local", *SEEDS[0], length=SHORT), "2026-11-29", "a4ffe15692f9bb4d")
 
 ROWS = {row.name: row for row in [

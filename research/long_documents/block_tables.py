@@ -4,7 +4,8 @@ reader in the same code and framing (``local-b512``, the blocks alone), after th
 
 Reads what ``pretrain.py``, ``long_range.py``, ``represent.py``, ``gate_start.py``, ``kernel_memory.py``,
 ``memory_mass.py`` and ``cost.py`` saved under ``results/`` and writes ``results/blocks.md`` (and
-``results/blocks.png``: each block and chunks row's masked-LM loss after pretraining, lowest first):
+``results/blocks.png``: each block and chunks row's masked-LM loss after pretraining, lowest first), each table's
+rows kept in ``tables/blocks_<table>.jsonl`` (``table_files.py``):
 
     python research/long_documents/block_tables.py
 """

@@ -3,7 +3,9 @@
 ``cost.py`` saved: ``results/masked_lm.md``, ``results/representations.md``, ``results/cost.md``,
 ``results/long_range.md`` (the masked words only long context can see), ``results/summary.md`` (each hybrid against
 its targets) and ``results/classification.md`` (fine-tuning, on a GPU); the cost tables are ``cost_tables.py``'s,
-with ``results/masked_lm.png`` and ``results/tradeoff.png``. A result not yet measured reads "not run".
+with ``results/masked_lm.png`` and ``results/tradeoff.png``. A result not yet measured reads "not run". Each table's
+rows are kept in ``tables/<name>.jsonl``, which a machine without the per-run results reads instead
+(``table_files.py``).
 
     python research/long_documents/tables.py
 """

@@ -34,12 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import model_classes
-from .deprecation import moved_names
 from .modeling.attentions import list_attentions
 from .modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
-
-# Moved to model_classes, still served here with a DeprecationWarning for one release.
-__getattr__ = moved_names(__name__, dict.fromkeys(("TASKS", "FAMILIES", "model_class"), "hf_effattn.model_classes"))
 
 
 @dataclass(frozen=True)

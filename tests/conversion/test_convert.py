@@ -265,14 +265,3 @@ def test_a_resumed_fine_tuning_run_checks_its_transfer_report_before_training(tm
     (tmp_path / REPORT_FILE).write_text('{"steps": 4}')
     with pytest.raises(ValueError, match="is not an attention-transfer report"):
         attention_transfer(args, model, None, 4, "cpu", True, resuming=True)
-
-
-def test_the_old_output_folder_modules_still_import_with_a_deprecation_warning():
-    modules = {}
-    for name in ("hf_effattn.conversion.output_folder", "hf_effattn.finetuning.output_folder"):
-        with pytest.warns(DeprecationWarning, match=f"{name} is deprecated .*: use hf_effattn.output_folders"):
-            modules[name] = importlib.reload(importlib.import_module(name))
-    with pytest.raises(ValueError, match="is the checkpoint's own folder"):
-        modules["hf_effattn.conversion.output_folder"].prepare_output_folder(
-            tiny_text_checkpoint(), tiny_text_checkpoint(), overwrite_output_dir=True)
-    assert modules["hf_effattn.finetuning.output_folder"].holds_finished_run(tiny_text_checkpoint())

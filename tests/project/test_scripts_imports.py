@@ -1,5 +1,5 @@
-"""The scripts outside the package (benchmarks/, finetune/) import, often inside their functions, names of
-hf_effattn that a test run may never reach: every such name must exist where the script takes it from."""
+"""The scripts outside the package (benchmarks/, research/, finetune/) import, often inside their functions, names
+of hf_effattn that a test run may never reach: every such name must exist where the script takes it from."""
 
 import ast
 import importlib.util
@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPTS = sorted(path for path in [*ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("finetune/*.py")]
+SCRIPTS = sorted(path for path in [*ROOT.glob("benchmarks/**/*.py"), *ROOT.glob("research/**/*.py"),
+                                   *ROOT.glob("finetune/*.py")]
                  if "models" not in path.parts)  # not the model code saved with the benchmarks' checkpoints
 
 
@@ -21,7 +22,8 @@ def package_imports(path: Path) -> list[tuple[str, str]]:
 
 def test_the_scripts_are_found():
     names = {path.relative_to(ROOT).as_posix() for path in SCRIPTS}
-    assert {"benchmarks/long_documents/run_classification.py", "finetune/run_mlm.py"} <= names
+    assert {"benchmarks/gpu/profile_steps.py", "research/long_documents/run_classification.py",
+            "finetune/run_mlm.py"} <= names
 
 
 @pytest.mark.parametrize("path", SCRIPTS, ids=lambda path: path.relative_to(ROOT).as_posix())

@@ -43,7 +43,8 @@ def evaluate(model_or_path, documents, tokenizer=None, max_length: int | None = 
     (default: its longest input); ``chunk_length``: the chunks' (default: the checkpoint's own length,
     :func:`~.masked_lm_model.default_chunk_length`); ``seed``: the masking and the passages; ``device``: default
     ``cuda`` where there is one; ``progress``: a progress bar on stderr."""
-    texts = read_documents(documents) if isinstance(documents, (str, os.PathLike)) else listed_texts(documents)
+    from_file = isinstance(documents, (str, os.PathLike))
+    texts = read_documents(documents) if from_file else listed_texts(documents)
     if isinstance(passage_length, bool) or not isinstance(passage_length, int) or passage_length < 1:
         raise ValueError(f"passage_length={passage_length!r}: give a positive number of tokens.")
     model, tokenizer = load_masked_lm(model_or_path, tokenizer)
@@ -51,22 +52,18 @@ def evaluate(model_or_path, documents, tokenizer=None, max_length: int | None = 
     ids = document_ids(tokenizer, texts, content_limit(model, max_length, chunk_length, passage_length),
                        chunk_length - 2 + passage_length)
     model.to(device or ("cuda" if torch.cuda.is_available() else "cpu"))
-    settings = {"model": str(model_or_path) if not isinstance(model_or_path, torch.nn.Module) else
-                model.name_or_path, "documents": len(ids),
-                "documents_file": None if isinstance(documents, list) else str(documents),
+    settings = {"model": model.name_or_path if isinstance(model_or_path, torch.nn.Module) else str(model_or_path),
+                "documents": len(ids), "documents_file": str(documents) if from_file else None,
                 "max_length": max_length, "chunk_length": chunk_length, "local_block": model_block(model),
-                "passage_length": passage_length, "seed": seed, "device": str(model.device),
-                "hf_effattn": __version__}
+                "passage_length": passage_length, "seed": seed, "device": str(model.device), "hf_effattn": __version__}
     with torch.no_grad():
         return EvaluationReport(settings, scores(model, tokenizer, ids, chunk_length, passage_length, seed, progress))
 
 
 def listed_texts(documents) -> list[str]:
-    """``documents`` given as texts: a non-empty list of strings."""
+    """``documents`` given as texts: a list (or tuple) of strings."""
     if not isinstance(documents, (list, tuple)) or not all(isinstance(text, str) for text in documents):
         raise TypeError(f"documents: expected a file's path or a list of texts, got {type(documents).__name__}.")
-    if not documents:
-        raise ValueError("documents=[]: give at least two documents.")
     return list(documents)
 
 
@@ -87,7 +84,7 @@ def document_ids(tokenizer, texts: list[str], limit: int, needed: int) -> list[t
     """Each document's content ids, truncated to ``limit``; a ``ValueError`` naming the first one with fewer than
     ``needed``, or where there are fewer than two documents (retrieval needs another to confuse a passage's with)."""
     if len(texts) < 2:
-        raise ValueError(f"documents: {len(texts)} document, and passage retrieval needs at least two: give more.")
+        raise ValueError(f"documents: {len(texts)} given, and passage retrieval needs at least two: give more.")
     tokenized = tokenizer(texts, add_special_tokens=False, verbose=False)["input_ids"]
     for number, ids in enumerate(tokenized, start=1):
         if len(ids) < needed:

@@ -126,7 +126,7 @@ def no_reading(monkeypatch):
 
 
 @pytest.mark.parametrize("options, texts, message", [
-    ({}, random_documents(1, 40), "documents: 1 document, and passage retrieval needs at least two: give more."),
+    ({}, random_documents(1, 40), "documents: 1 given, and passage retrieval needs at least two: give more."),
     ({}, [*random_documents(2, 40), "w1 w2 w3"], "document 3 has 3 tokens, fewer than one chunk and a passage past it "
                                                  "(10): long context has nothing to add to it: drop it, or give a "
                                                  "smaller chunk_length."),

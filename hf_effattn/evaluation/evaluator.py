@@ -103,7 +103,7 @@ def scores(model, tokenizer, documents: list[torch.Tensor], chunk_length: int, p
     chunk, frame = chunk_length - 2, (tokenizer.cls_token_id, tokenizer.sep_token_id)
     losses, far = {reader.name: [] for reader in readers}, []
     vectors = {(reader.name, kind): [] for reader in readers for kind in ("documents", "passages")}
-    with tqdm(total=len(documents) * len(readers), desc="Reading documents", disable=not progress) as bar:
+    with tqdm(total=len(documents), desc="Reading documents", unit="document", disable=not progress) as bar:
         for index, ids in enumerate(documents):
             inputs, labels = mask_document(ids, tokenizer.mask_token_id, len(tokenizer), seed, index)
             far.append(long_context_targets(inputs, labels, chunk))
@@ -113,7 +113,7 @@ def scores(model, tokenizer, documents: list[torch.Tensor], chunk_length: int, p
                 vectors[reader.name, "documents"].append(reader.hidden_states(model, ids, *frame).mean(0).cpu())
                 passage = ids[start:start + passage_length]
                 vectors[reader.name, "passages"].append(reader.hidden_states(model, passage, *frame).mean(0).cpu())
-                bar.update()
+            bar.update()
     found = {reader.name: [torch.tensor([hit], dtype=torch.float) for hit in hits(
         torch.stack(vectors[reader.name, "documents"]), torch.stack(vectors[reader.name, "passages"]))]
         for reader in readers}

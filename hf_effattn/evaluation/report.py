@@ -12,7 +12,8 @@ import torch
 
 from .standard_error import Estimate, pooled
 
-READERS = ("model", "chunks", "model_minus_chunks")
+DIFFERENCE = "model_minus_chunks"
+READERS = ("model", "chunks", DIFFERENCE)  # the columns of the table
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,8 @@ class EvaluationReport:
         """The report as a plain-text table, one row a measure."""
         header = ["measure", "count", "model", f"chunks of {self.settings['chunk_length']}", "model - chunks"]
         rows = [[measure.label, f"{measure.count:,} {measure.counted}",
-                 *(getattr(measure, reader).format(3) for reader in READERS)] for measure in self.measures.values()]
+                 *(getattr(measure, reader).format(3, signed=reader == DIFFERENCE) for reader in READERS)]
+                for measure in self.measures.values()]
         widths = [max(len(row[column]) for row in [header, *rows]) for column in range(len(header))]
         lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
         return "\n".join([self.title(), *lines])

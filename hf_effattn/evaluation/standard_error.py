@@ -18,12 +18,13 @@ class Estimate:
     value: float
     standard_error: float
 
-    def format(self, digits: int) -> str:
-        """``value ± standard_error``, each with ``digits`` decimals (``-`` for nothing counted)."""
+    def format(self, digits: int, signed: bool = False) -> str:
+        """``value ± standard_error``, each with ``digits`` decimals, the value with its sign where ``signed`` (a
+        difference); ``-`` for nothing counted."""
         if math.isnan(self.value):
             return "-"
         error = "" if math.isnan(self.standard_error) else f" ± {self.standard_error:.{digits}f}"
-        return f"{self.value:.{digits}f}{error}"
+        return f"{self.value:{'+' if signed else ''}.{digits}f}{error}"
 
 
 def pooled(totals: list[float], counts: list[int]) -> Estimate:

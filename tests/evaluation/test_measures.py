@@ -34,7 +34,8 @@ def test_the_pooled_value_weighs_tokens_and_its_error_is_the_ratio_estimators():
 def test_an_undefined_estimate_is_not_a_number_and_prints_as_such():
     assert math.isnan(pooled([0.0, 0.0], [0, 0]).value) and math.isnan(pooled([2.0], [4]).standard_error)
     assert pooled([2.0], [4]).format(3) == "0.500" and pooled([], []).format(3) == "-"
-    assert Estimate(1.23456, 0.01).format(2) == "1.23 ± 0.01"
+    assert Estimate(1.23456, 0.01).format(2) == "1.23 ± 0.01" and Estimate(0.004, 0.01).format(3, signed=True) == \
+        "+0.004 ± 0.010"
 
 
 def test_the_masking_is_berts_and_depends_on_the_seed_and_the_document_alone():

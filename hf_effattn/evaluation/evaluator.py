@@ -74,9 +74,10 @@ def content_limit(model, max_length: int, chunk_length: int, passage_length: int
     limit = content_fitting(max_length, block) if block else max_length - 2
     needed = chunk_length - 2 + passage_length
     if limit < needed:
+        longer = "a larger max_length" if max_length < model.config.attention_max_length else \
+            "a model converted to read longer (hf-effattn convert --local_block --max_length 4096)"
         raise ValueError(f"max_length={max_length} reads {limit} tokens of text, fewer than a chunk and a passage "
-                         f"past it ({needed}): give a larger max_length, or a smaller chunk_length or "
-                         "passage_length.")
+                         f"past it ({needed}): give {longer}, or a smaller chunk_length or passage_length.")
     return limit
 
 

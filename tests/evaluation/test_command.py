@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BLOCK, PASSAGE, block_model, random_documents
+from conftest import BLOCK, LENGTH, PASSAGE, block_model, random_documents
 from helpers.models import MINILM
 
 from hf_effattn.commands import main as cli
@@ -34,7 +34,8 @@ def test_the_command_prints_the_table_and_writes_the_json_of_the_report(hybrid_f
     assert printed == report.table() + f"\nWrote {output}\n"
     assert json.loads(output.read_text()) == report.as_dict()
     lines = printed.splitlines()
-    assert lines[0] == f"{hybrid_folder} on 5 documents, each read up to 32 tokens (± one standard error over documents)"
+    assert lines[0] == f"{hybrid_folder} on 5 documents, each read up to {LENGTH} tokens (± one standard error over " \
+                       "documents)"
     assert lines[1].split() == ["measure", "count", "model", "chunks", "of", str(BLOCK), "model", "-", "chunks"]
     loss = report.measures["masked_lm_loss"]
     assert lines[2].startswith("masked-LM loss (nats)") and f"{loss.count} masked tokens" in lines[2]

@@ -37,12 +37,15 @@ def read_by_hand(model, tokenizer, ids: list[int], frame: int, whole: bool):
 
 
 def ratio(totals: list[float], counts: list[int]) -> tuple[float, float]:
+    if sum(counts) == 0:
+        return math.nan, math.nan
     value = sum(totals) / sum(counts)
     residuals = [total - value * count for total, count in zip(totals, counts)]
     return value, math.sqrt(len(counts) / (len(counts) - 1) * sum(r * r for r in residuals)) / sum(counts)
 
 
-def reference(model, tokenizer, texts: list[str], limit: int, frame: int | None, chunk_length: int, seed: int = 0):
+def reference(model, tokenizer, texts: list[str], limit: int, frame: int | None, chunk_length: int,
+              passage_length: int = PASSAGE, seed: int = 0):
     """Each reader's ``{measure: (value, standard error)}``, computed by hand."""
     documents = [tokenizer(text, add_special_tokens=False)["input_ids"][:limit] for text in texts]
     results = {}
@@ -60,8 +63,9 @@ def reference(model, tokenizer, texts: list[str], limit: int, frame: int | None,
                 far_loss.append(sum(value for value, is_far in zip(each, far) if is_far))
                 far_count.append(sum(far))
                 embedded.append(read_by_hand(model, tokenizer, ids, reader_frame, whole)[1].mean(0))
-                start = passage_start(len(ids), chunk_length - 2, PASSAGE, seed, index)
-                queries.append(read_by_hand(model, tokenizer, ids[start:start + PASSAGE], PASSAGE + 2, True)[1].mean(0))
+                start = passage_start(len(ids), chunk_length - 2, passage_length, seed, index)
+                passage = ids[start:start + passage_length]
+                queries.append(read_by_hand(model, tokenizer, passage, passage_length + 2, True)[1].mean(0))
         hit = [float(max(range(len(embedded)), key=lambda d: torch.cosine_similarity(query, embedded[d], 0)) == i)
                for i, query in enumerate(queries)]
         results[name] = {"masked_lm_loss": ratio(loss, counts), "long_context_loss": ratio(far_loss, far_count),
@@ -73,7 +77,8 @@ def assert_matches(report, expected: dict) -> None:
     for name in MEASURES:
         for reader in ("model", "chunks"):
             estimate = getattr(report.measures[name], reader)
-            assert (estimate.value, estimate.standard_error) == pytest.approx(expected[reader][name], abs=1e-5), \
+            assert (estimate.value, estimate.standard_error) == pytest.approx(expected[reader][name], abs=1e-5,
+                                                                              nan_ok=True), \
                 (name, reader)
 
 
@@ -94,6 +99,18 @@ def test_an_extended_models_chunks_are_its_checkpoints_length_and_its_measures_t
     report = evaluate(model, texts, tokenizer=tokenizer_of(checkpoint), passage_length=PASSAGE, progress=False)
     assert report.settings["chunk_length"] == BLOCK and report.settings["max_length"] == 64
     assert_matches(report, reference(model, tokenizer_of(checkpoint), texts, 62, None, BLOCK))
+
+
+def test_a_plain_checkpoint_reads_as_transformers_own_model_does(checkpoint):
+    """A RoBERTa masked-LM folder, its chunks shorter than its 8 tokens: the reference is Transformers' model."""
+    from transformers import RobertaForMaskedLM
+
+    texts = random_documents(4, 40, seed=2)
+    report = evaluate(checkpoint, texts, chunk_length=4, passage_length=2, progress=False)
+    settings = report.settings
+    assert (settings["max_length"], settings["chunk_length"], settings["local_block"]) == (8, 4, None)
+    assert_matches(report, reference(RobertaForMaskedLM.from_pretrained(checkpoint).eval(), tokenizer_of(checkpoint),
+                                     texts, 6, None, 4, passage_length=2))
 
 
 def test_blocks_without_a_memory_read_as_their_chunks_and_a_hybrids_chunks_close_its_gate(checkpoint):
@@ -142,6 +159,14 @@ def test_bad_arguments_and_documents_are_refused_before_reading(checkpoint, no_r
         evaluate(block_model(checkpoint), texts, tokenizer=tokenizer_of(checkpoint),
                  **{"passage_length": PASSAGE, **options})
     assert message in str(error.value)
+
+
+def test_a_plain_checkpoint_that_reads_one_chunk_is_told_to_convert(checkpoint, no_reading):
+    with pytest.raises(ValueError, match=r"^max_length=8 reads 6 tokens of text, fewer than a chunk and a passage past "
+                                         r"it \(70\): give a model converted to read longer \(hf-effattn convert "
+                                         r"--local_block --max_length 4096\), or a smaller chunk_length or "
+                                         r"passage_length.$"):
+        evaluate(checkpoint, random_documents(2, 40))
 
 
 def test_a_checkpoint_without_a_masked_lm_head_and_a_model_without_its_tokenizer_are_refused(checkpoint, tmp_path,

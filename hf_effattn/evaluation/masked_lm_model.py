@@ -10,6 +10,8 @@ whose chunks are then the model itself).
 
 from __future__ import annotations
 
+import os
+
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 
 HEAD_PREFIX = "lm_head."
@@ -23,7 +25,7 @@ def load_masked_lm(model_or_path, tokenizer=None):
             raise TypeError("tokenizer=None: with a model object, pass its tokenizer too (or pass the model's folder "
                             "instead).")
         return model_or_path.eval(), checked_tokenizer(tokenizer)
-    if not isinstance(model_or_path, str) and not hasattr(model_or_path, "__fspath__"):
+    if not isinstance(model_or_path, (str, os.PathLike)):
         raise TypeError(f"model_or_path: expected an EffAttnRobertaForMaskedLM or the path or Hub id of a masked-LM "
                         f"checkpoint, got {type(model_or_path).__name__}: save it with save_pretrained and pass its "
                         "folder.")

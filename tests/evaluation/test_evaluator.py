@@ -182,3 +182,7 @@ def test_a_checkpoint_without_a_masked_lm_head_and_a_model_without_its_tokenizer
         evaluate(block_model(checkpoint), random_documents(2, 40))
     with pytest.raises(TypeError, match="documents: expected a file's path or a list of texts, got int"):
         evaluate(checkpoint, 3)
+    with pytest.raises(TypeError, match="model_or_path: expected an EffAttnRobertaForMaskedLM or the path or Hub id of "
+                                        "a masked-LM checkpoint, got RobertaModel: save it with save_pretrained and "
+                                        "pass its folder."):
+        evaluate(RobertaModel.from_pretrained(checkpoint), random_documents(2, 40))

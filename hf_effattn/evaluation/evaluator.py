@@ -19,6 +19,7 @@ is read.
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass, field
 
 import torch
 
@@ -95,6 +96,21 @@ def document_ids(tokenizer, texts: list[str], limit: int, needed: int) -> list[t
     return [torch.tensor(ids[:limit]) for ids in tokenized]
 
 
+@dataclass
+class Readings:
+    """What one reader gave, document by document: the loss at each target ``[M_d]``, and the embedding of the
+    document and of its passage ``[C]``."""
+
+    losses: list[torch.Tensor] = field(default_factory=list)
+    documents: list[torch.Tensor] = field(default_factory=list)
+    passages: list[torch.Tensor] = field(default_factory=list)
+
+    def hits(self) -> list[torch.Tensor]:
+        """Each passage's hit (1 or 0) as a 1-item tensor."""
+        found = hits(torch.stack(self.documents), torch.stack(self.passages))
+        return [torch.tensor([hit], dtype=torch.float) for hit in found]
+
+
 def scores(model, tokenizer, documents: list[torch.Tensor], chunk_length: int, passage_length: int, seed: int,
            progress: bool) -> dict[str, Comparison]:
     """Read every document with both readers and compare them on the three measures."""
@@ -102,25 +118,20 @@ def scores(model, tokenizer, documents: list[torch.Tensor], chunk_length: int, p
 
     readers = readers_of(model, chunk_length)
     chunk, frame = chunk_length - 2, (tokenizer.cls_token_id, tokenizer.sep_token_id)
-    losses, far = {reader.name: [] for reader in readers}, []
-    vectors = {(reader.name, kind): [] for reader in readers for kind in ("documents", "passages")}
-    with tqdm(total=len(documents), desc="Reading documents", unit="document", disable=not progress) as bar:
-        for index, ids in enumerate(documents):
-            inputs, labels = mask_document(ids, tokenizer.mask_token_id, len(tokenizer), seed, index)
-            far.append(long_context_targets(inputs, labels, chunk))
-            start = passage_start(len(ids), chunk, passage_length, seed, index)
-            for reader in readers:
-                losses[reader.name].append(target_losses(model, reader.hidden_states(model, inputs, *frame), labels))
-                vectors[reader.name, "documents"].append(reader.hidden_states(model, ids, *frame).mean(0).cpu())
-                passage = ids[start:start + passage_length]
-                vectors[reader.name, "passages"].append(reader.hidden_states(model, passage, *frame).mean(0).cpu())
-            bar.update()
-    found = {reader.name: [torch.tensor([hit], dtype=torch.float) for hit in hits(
-        torch.stack(vectors[reader.name, "documents"]), torch.stack(vectors[reader.name, "passages"]))]
-        for reader in readers}
+    readings, far = {reader.name: Readings() for reader in readers}, []
+    for index, ids in enumerate(tqdm(documents, desc="Reading documents", unit="document", disable=not progress)):
+        inputs, labels = mask_document(ids, tokenizer.mask_token_id, len(tokenizer), seed, index)
+        far.append(long_context_targets(inputs, labels, chunk))
+        start = passage_start(len(ids), chunk, passage_length, seed, index)
+        for reader in readers:
+            read = readings[reader.name]
+            read.losses.append(target_losses(model, reader.hidden_states(model, inputs, *frame), labels))
+            read.documents.append(reader.hidden_states(model, ids, *frame).mean(0).cpu())
+            read.passages.append(reader.hidden_states(model, ids[start:start + passage_length], *frame).mean(0).cpu())
+    mine, theirs = readings["model"], readings["chunks"]
+    far_losses = [[loss[where] for loss, where in zip(each.losses, far)] for each in (mine, theirs)]
     return {
-        "masked_lm_loss": compared("masked-LM loss (nats)", "masked tokens", *losses.values()),
-        "long_context_loss": compared("loss on long-context words (nats)", "masked tokens",
-                                      *([loss[where] for loss, where in zip(each, far)] for each in losses.values())),
-        "retrieval_recall_at_1": compared("passage retrieval (recall@1)", "passages", *found.values()),
+        "masked_lm_loss": compared("masked-LM loss (nats)", "masked tokens", mine.losses, theirs.losses),
+        "long_context_loss": compared("loss on long-context words (nats)", "masked tokens", *far_losses),
+        "retrieval_recall_at_1": compared("passage retrieval (recall@1)", "passages", mine.hits(), theirs.hits()),
     }

@@ -22,6 +22,7 @@ SUBCOMMANDS = {  # name -> what it does; its module is hf_effattn.commands.<name
     "bench": "Time and measure memory of the mechanisms against SDPA.",
     "train-task": "Train on a synthetic long-range task (adding, ordering, ListOps).",
     "demo": "Offline demo: fine-tune a small encoder, save it Hub-ready, reload it.",
+    "evaluate": "Evaluate a masked-LM model on your documents beside the chunked reader of its checkpoint.",
 }
 
 

@@ -32,7 +32,8 @@ LAYERS = {
                     "hf_effattn.sentence_transformers_folder"],
     "conversion, benchmark, synthetic tasks": ["hf_effattn.conversion", "hf_effattn.conversion.*",
                                                "hf_effattn.benchmark", "hf_effattn.benchmark.*",
-                                               "hf_effattn.synthetic_tasks", "hf_effattn.synthetic_tasks.*"],
+                                               "hf_effattn.synthetic_tasks", "hf_effattn.synthetic_tasks.*",
+                                               "hf_effattn.evaluation", "hf_effattn.evaluation.*"],
     "fine-tuning": ["hf_effattn.finetuning", "hf_effattn.finetuning.*"],
     "surface": ["hf_effattn", "hf_effattn.commands", "hf_effattn.commands.*"],
 }

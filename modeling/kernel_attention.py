@@ -76,7 +76,7 @@ class KernelAttention(EfficientAttention):
     window_mechanism_weight = 0.01  # measured on MiniLM at 2,048 tokens: see docs/long-inputs.md
     block_mechanism_weight = 1e-4  # the memory's terms add up over every other block: see docs/local-blocks.md
     # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
-    # benchmarks/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
+    # research/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
     # Tokens per product of the summary over every key and of its read-out, past which they run in chunks
     # (``local_blocks.memory_terms`` says why a GPU wants them).

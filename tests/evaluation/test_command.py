@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import BLOCK, LENGTH, PASSAGE, block_model, random_documents
+from helpers.evaluation import BLOCK, LENGTH, PASSAGE, block_model, random_documents
 from helpers.models import MINILM
 
 from hf_effattn.commands import main as cli

@@ -8,7 +8,7 @@ import math
 
 import pytest
 import torch
-from conftest import BLOCK, LENGTH, PASSAGE, block_model, random_documents
+from helpers.evaluation import BLOCK, LENGTH, PASSAGE, block_model, random_documents
 
 from hf_effattn import EffAttnRobertaForMaskedLM
 from hf_effattn.evaluation import evaluate

@@ -145,8 +145,7 @@ def test_wheel_install_works_from_outside_the_checkout_and_from_its_root(tmp_pat
     assert saved.returncode == 0, saved.stderr[-3000:]
     assert "saved and carded" in saved.stdout
     copied = {p.name for p in (work / "saved").glob("*.py")}
-    assert {"modeling_effattn_roberta.py", "configuration_effattn.py", "attention_kerformer.py"} <= copied
-    assert copied <= {p.name for p in (REPO / "modeling").glob("*.py")} - {"__init__.py"}
+    assert copied == {"modeling_effattn_roberta.py", "configuration_effattn.py"}  # generated from the wheel's code
     from_root = run_python(CHECKOUT_USER, cwd=source, python=python)  # the checkout's hf_effattn/ shadows the wheel
     assert from_root.returncode == 0, from_root.stderr[-3000:]
     assert "imported from the checkout" in from_root.stdout

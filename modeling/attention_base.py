@@ -89,10 +89,11 @@ class EfficientAttention(nn.Module):
     # The gate's default initial value sigma(mechanism_logit), the weight of the mechanism's part beside a local window
     # and beside aligned blocks (see the module docstring; the setting initial_mechanism_weight overrides them): the
     # mixed mechanisms' defaults here, the kernelized ones' in ``kernel_attention.py``, both measured on MiniLM
-    # (docs/local-window.md, docs/local-blocks.md): beside the blocks, the largest start within 0.01 nats of the
-    # chunked reader's masked-LM loss.
+    # (docs/local-window.md, docs/local-blocks.md). Beside the blocks 0.01: a freshly converted block hybrid is then
+    # the chunked reader it came from (0.0003 nats from its masked-LM loss, where 0.1 is 0.010) and trains to where a
+    # start of 0.1 does. Saved models keep the gates they were saved with (the logit is a saved parameter).
     window_mechanism_weight: ClassVar[float | None] = 0.5
-    block_mechanism_weight: ClassVar[float | None] = 0.1
+    block_mechanism_weight: ClassVar[float | None] = 0.01
     # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).
     length_limit_fix: ClassVar[str] = ""
 

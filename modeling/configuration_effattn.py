@@ -47,18 +47,24 @@ def merge_window_settings(attention_config: dict | None, window: dict, given_as:
     """``attention_config`` with the window settings ``window`` (name -> value, ``None`` for not given) merged in
     (``attention_config`` itself when none is given). One answer per setting: a setting given in both with two
     values raises a ``ValueError`` that names both, ``given_as`` spelling the keyword (e.g. ``"--{name} {value}"``)
-    and ``where`` the settings."""
+    and ``where`` the settings. A value that is not a finite number is merged as any other: the setting's own check
+    refuses it, naming it."""
     if all(value is None for value in window.values()):
         return attention_config
     settings = dict(attention_config or {})
     for name, value in window.items():
         if value is None:
             continue
-        if settings.get(name, value) != value:
+        if name in settings and not same_value(settings[name], value):
             raise ValueError(f"{given_as.format(name=name, value=value)} contradicts {name}={settings[name]!r} in "
                              f"{where}: give it once.")
         settings[name] = value
     return settings
+
+
+def same_value(first, second) -> bool:
+    """Whether two values of a setting are one answer: equal, or both NaN (which is unequal to itself)."""
+    return first == second or (first != first and second != second)
 
 
 # The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.

@@ -28,8 +28,10 @@ compiling its fast path within 110 s, so a run would start minutes late for a ga
     with fast_paths("auto"):
         outputs = model(**batch)
 
-``HF_EFFATTN_FAST_PATHS=auto`` (or ``fast``) in the environment sets the starting mode. Under an outer
-``torch.compile(model)`` the exact path is what gets compiled: the outer compiler fuses it the same way.
+``HF_EFFATTN_FAST_PATHS=auto`` (or ``fast``; any case, empty for the default) in the environment sets the starting
+mode. It is read where the mode is first used (a model's first call, a script's check before it loads anything), not at
+import: a bad value stops only what needs the mode, with one line naming the variable, the value and the choices.
+Under an outer ``torch.compile(model)`` the exact path is what gets compiled: the outer compiler fuses it the same way.
 """
 
 from __future__ import annotations
@@ -46,23 +48,41 @@ from .masking import capturing_graph
 logger = logging.get_logger(__name__)
 
 MODES = ("auto", "exact", "fast")
+DEFAULT = "exact"
 ENVIRONMENT_VARIABLE = "HF_EFFATTN_FAST_PATHS"
+AUTO_FIX = (f"Set {ENVIRONMENT_VARIABLE}=auto (or unset it; in Python, fast_paths('auto')) to take the exact path "
+            "where a fast path cannot run")
 
 
 def checked_mode(mode: str, where: str = "fast_paths") -> str:
     if mode not in MODES:
         raise ValueError(f"{where}={mode!r}: choose one of {', '.join(MODES)} ('auto' takes the fast paths on CUDA "
-                         "where they can run).")
+                         f"where they can run; unset for the default, {DEFAULT!r}).")
     return mode
 
 
-_mode = checked_mode(os.environ.get(ENVIRONMENT_VARIABLE, "exact"), ENVIRONMENT_VARIABLE)
-_chosen = ENVIRONMENT_VARIABLE in os.environ  # whether the user chose the mode (then no hint to change it)
+def environment_mode() -> tuple[str, bool]:
+    """The mode ``HF_EFFATTN_FAST_PATHS`` sets (any case; unset or empty: the default), checked, and whether the user
+    chose it there."""
+    value = os.environ.get(ENVIRONMENT_VARIABLE, "")
+    mode = value.strip().lower()
+    if not mode:
+        return DEFAULT, False
+    return checked_mode(mode if mode in MODES else value, ENVIRONMENT_VARIABLE), True
+
+
+_mode: str | None = None  # None until first used: then the environment's (fast_path_mode)
+_chosen = False  # whether the user chose the mode (then no hint to change it)
 _said: set[str] = set()
 
 
 def fast_path_mode() -> str:
-    """The current mode: ``"auto"``, ``"exact"`` or ``"fast"`` (module docstring)."""
+    """The current mode: ``"auto"``, ``"exact"`` or ``"fast"`` (module docstring); at its first use, the one
+    ``HF_EFFATTN_FAST_PATHS`` sets (a ``ValueError`` for a value that is not a mode, raised again at every use)."""
+    global _mode, _chosen
+    if _mode is None:
+        _mode, chosen = environment_mode()
+        _chosen = _chosen or chosen
     return _mode
 
 
@@ -74,13 +94,15 @@ def set_fast_paths(mode: str) -> None:
 
 @contextmanager
 def fast_paths(mode: str):
-    """Within the block, the mode is ``mode``; the previous one afterwards."""
-    previous = fast_path_mode()
+    """Within the block, the mode is ``mode``; the previous one afterwards (the environment's, read at its first use,
+    where the mode was not used before the block)."""
+    global _mode
+    previous = _mode
     set_fast_paths(mode)
     try:
         yield
     finally:
-        set_fast_paths(previous)
+        _mode = previous
 
 
 def obstacle(tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> str | None:
@@ -99,6 +121,21 @@ def obstacle(tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",)) -> str 
     return None if has_triton() else "Triton is not installed"
 
 
+def fast_path_devices(attention_class) -> tuple[str, ...]:
+    """The device types where a mechanism has a fast path: CUDA for every one, and those of its own mixes
+    (``fast_mixes``: PSF's factor product, compiled on a CPU too)."""
+    return tuple(dict.fromkeys(("cuda", *getattr(attention_class, "fast_mixes", {}))))
+
+
+def check_fast_paths_can_run(device: torch.device | str, devices: tuple[str, ...] = ("cuda",)) -> None:
+    """A ``ValueError`` naming the fix where no fast path for the device types ``devices`` can run on ``device``: in
+    ``"fast"`` mode, checked where a run has chosen its device, before it loads or reads anything."""
+    reason = obstacle(torch.empty(0, device=device), devices)
+    if reason is not None:
+        raise ValueError(f"The fast paths are required ({ENVIRONMENT_VARIABLE}=fast, or fast_paths('fast')), but none "
+                         f"can run here: {reason}. {AUTO_FIX}.")
+
+
 def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = ("cuda",), own_kernels: bool = False
                     ) -> bool:
     """Whether the part ``name``, which has a fast path for the device types ``devices``, runs it on ``tensor`` (an
@@ -106,7 +143,8 @@ def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = 
     one log line per reason. ``own_kernels``: the fast path on CUDA is the part's own kernels, which compile in
     seconds (not ``torch.compile``'s minutes): on CUDA in the default mode, not one the user chose, one log line says
     how to turn them on."""
-    if _mode == "exact":
+    mode = fast_path_mode()
+    if mode == "exact":
         if own_kernels and not _chosen and tensor.device.type == "cuda" and name not in _said and not capturing_graph():
             _said.add(name)
             logger.warning("hf_effattn: %s runs its exact path on CUDA (the default), several times slower than its "
@@ -118,9 +156,8 @@ def takes_fast_path(name: str, tensor: torch.Tensor, devices: tuple[str, ...] = 
     reason = obstacle(tensor, devices)
     if reason is None:
         return True
-    if _mode == "fast":
-        raise RuntimeError(f"The fast path of {name} cannot run: {reason}. Set fast_paths('auto') to fall back to "
-                           "the exact path where it cannot run.")
+    if mode == "fast":
+        raise RuntimeError(f"The fast path of {name} cannot run: {reason}. {AUTO_FIX}.")
     if tensor.device.type == "cuda" and reason not in _said:
         _said.add(reason)
         logger.warning("hf_effattn fast paths off, the exact path runs instead: %s.", reason)
@@ -136,7 +173,7 @@ def run_fast(name: str, function: Callable, *args, kernels: Callable | None = No
         try:
             return (kernels or compiled(function))(*args)
         except Exception as error:  # noqa: BLE001 - any compiler error: the exact path decides what is an error
-            if _mode == "fast":
+            if fast_path_mode() == "fast":
                 raise
             _failed.add(function)
             logger.warning("hf_effattn: the fast path of %s did not compile (%s: %s); the exact path runs instead.",

@@ -10,6 +10,12 @@ Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of ch
   ``attention_type`` and ``attention_config``), its weights renamed where names differ
   (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
 
+Loading takes Transformers' own arguments as Transformers takes them: ``dtype`` (or ``torch_dtype``), ``"auto"``
+included, reaches the weights, never the config (``"auto"`` keeps the checkpoint's saved dtype, a source's too);
+``from_pretrained(None, config=config, state_dict=state_dict)`` builds the model from weights in memory; and weights
+of other shapes than the model's raise a ``RuntimeError`` naming ``ignore_mismatched_sizes``
+(:class:`MismatchedSizesError`).
+
 Either way a larger input size than the checkpoint's may be asked for (``max_length=N`` for text,
 ``image_size=S`` for ViT, the config's ``size_argument``; or a ``config`` of that size): the model is loaded at
 the checkpoint's size, then its positions, and the weights its mechanism sizes by the maximum length, are
@@ -48,6 +54,15 @@ logger = logging.get_logger(__name__)
 
 # Arguments of ``from_pretrained`` that locate the checkpoint's files.
 HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
+# Arguments of ``from_pretrained`` for the weights that are also config values: kept out of the config (``"auto"``
+# is no dtype), passed to Transformers' loading, which sets the config's dtype from them.
+WEIGHT_KWARGS = ("dtype", "torch_dtype")
+
+
+class MismatchedSizesError(RuntimeError, ValueError):
+    """Weights of a checkpoint whose shapes differ from the model's: a ``RuntimeError`` as Transformers raises it (code
+    that catches it and retries with ``ignore_mismatched_sizes=True`` works unchanged), and a ``ValueError``, the
+    user's to fix, so the command line answers it in one line."""
 
 
 @dataclass
@@ -125,9 +140,8 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         checkpoint's, or another mechanism than the checkpoint's without ``convert_attention``; bad settings raise
         as the config checks them. Nothing else is read; :meth:`from_plan` loads what it returns. Arguments as for
         :meth:`from_pretrained`."""
-        source = config_dict if config_dict is not None else PreTrainedConfig.get_config_dict(
-            pretrained_model_name_or_path, **{k: kwargs[k] for k in HUB_KWARGS if k in kwargs}
-        )[0]
+        source = config_dict if config_dict is not None else checkpoint_config_dict(pretrained_model_name_or_path,
+                                                                                    kwargs)
         source_type = source.get("model_type")
         own_type = cls.config_class.model_type
         if source_type != own_type and source_type not in cls.checkpoint_key_mappings:
@@ -143,11 +157,13 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                                    or kwargs.keys() & set(WINDOW_SETTINGS)):
             raise ValueError("Pass attention_type/attention_config (and the window settings) either inside `config` or "
                              "as arguments, not both.")
+        weights = {name: kwargs.pop(name) for name in WEIGHT_KWARGS if name in kwargs}  # for the load, not the config
         with window_checked_when_extended(size is not None):  # at the size the model will take, below
             if config is None:
                 config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
             saved = config.resized({name: source[name] for name in config.size_fields if name in source})
             target = config if size is None else config.resized(config.size_values(size))
+        kwargs.update(weights)
         target.setup_attention()
         check_fits_in_memory(cls, target, saved)
         target.check_extends(saved, pretrained_model_name_or_path)
@@ -174,7 +190,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         except RuntimeError as error:
             if "ignore_mismatched_sizes" not in str(error):
                 raise
-            raise ValueError(
+            raise MismatchedSizesError(
                 f"Some weights of {plan.path} have other shapes in this model, whose config "
                 "(attention settings, num_labels, ...) differs from the checkpoint's; the load report above lists "
                 "them. Pass ignore_mismatched_sizes=True (hf-effattn convert --ignore_mismatched_sizes) to "
@@ -258,6 +274,18 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         """``save_pretrained(..., push_to_hub=True)`` uploads the folder before it returns: its code generated first."""
         self.write_remote_code(working_dir)
         return super()._upload_modified_files(working_dir, *args, **kwargs)
+
+
+def checkpoint_config_dict(path, kwargs: dict) -> dict:
+    """The ``config.json`` dict of checkpoint ``path`` (``kwargs``: those of ``from_pretrained``, which locate it);
+    with no path (``from_pretrained(None, config=config, state_dict=state_dict)``, weights in memory), the dict of
+    ``kwargs["config"]``, which must be given."""
+    if path is not None:
+        return PreTrainedConfig.get_config_dict(path, **{k: kwargs[k] for k in HUB_KWARGS if k in kwargs})[0]
+    if not isinstance(kwargs.get("config"), PreTrainedConfig):
+        raise ValueError("from_pretrained(None, ...) builds the model from weights in memory: pass the model's config "
+                         "(config=...) and its weights (state_dict=...), or give a checkpoint's folder or Hub id.")
+    return kwargs["config"].to_dict()
 
 
 def check_size_arguments(cls, kwargs: dict) -> None:

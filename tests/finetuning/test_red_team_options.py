@@ -17,11 +17,9 @@ import pytest
 import torch
 import transformers
 from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torch thread)
-from helpers.finetuning import (
-    MAX_LENGTH, REPO, glue_mirror, load_script, tiny_text_checkpoint, tiny_vit_checkpoint,
-)
+from helpers.finetuning import REPO, load_script, tiny_text_checkpoint, tiny_vit_checkpoint
 from helpers.red_team import no_data_loads  # noqa: F401 (a fixture)
-from helpers.red_team import cli_refused, mlm_argv, refused, run_mlm, texts_file
+from helpers.red_team import cli_refused, mlm_argv, refused, run_mlm, texts_file, trainer_argv
 
 import hf_effattn
 from hf_effattn.commands import main as cli
@@ -147,12 +145,6 @@ def test_a_window_keyword_of_a_config_is_applied_never_a_stray_key(tmp_path):
     model = convert(tiny_text_checkpoint(), "kerformer", tmp_path / "out", local_window=8,
                     transfer={"data": str(texts_file(tmp_path / "data")), "window_dropout": 0.5, "steps": 1})
     assert model.config.attention_config["local_window"] == 8
-
-
-def trainer_argv(out, *more: str) -> list[str]:
-    return ["--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
-            "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH), "--output_dir", str(out), "--use_cpu",
-            "--report_to", "none", *more]
 
 
 def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_path, no_data_loads):

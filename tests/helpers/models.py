@@ -79,6 +79,12 @@ def pixel_values(batch: int = 2, seed: int = 0) -> torch.Tensor:
     return torch.randn(batch, VISION["num_channels"], VISION["image_size"], VISION["image_size"], generator=generator)
 
 
+def enable_checkpointing(model) -> None:
+    """``activation_checkpointing_enable`` (Transformers >= 5.x) or its older name."""
+    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
+    enable()
+
+
 def source_config(kind: str, **overrides):
     """A tiny Transformers config of a source architecture: ``"roberta"``, ``"bert"`` or ``"vit"``."""
     if kind == "vit":

@@ -54,6 +54,13 @@ def text_argv(output_dir, *more: str, model=None, **overrides) -> list[str]:
             *training_options(output_dir, **options)]
 
 
+def trainer_argv(out, *more: str) -> list[str]:
+    """A tiny ``run_trainer.py`` run on SST-2, on the CPU, Kerformer beside nothing."""
+    return ["--model_name_or_path", tiny_text_checkpoint(), "--attention_type", "kerformer", "--task_name", "sst2",
+            "--dataset_name", glue_mirror(), "--max_length", str(MAX_LENGTH), "--output_dir", str(out), "--use_cpu",
+            "--report_to", "none", *more]
+
+
 def run_text(*args, **overrides):
     return load_script("run_text_classification").main(text_argv(*args, **overrides))
 

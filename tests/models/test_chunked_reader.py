@@ -107,12 +107,12 @@ def test_the_real_minilm_with_its_own_blocks_reads_a_long_text_as_it_reads_each_
 
 
 @pytest.mark.parametrize("attention_type, settings, expected", [
-    ("kerformer", {}, 0.1), ("kerformer", {"shared_normaliser": True}, 1e-4), ("dba", {}, 0.1),
+    ("kerformer", {}, 0.01), ("kerformer", {"shared_normaliser": True}, 1e-4), ("dba", {}, 0.01),
     ("dba", {"initial_mechanism_weight": 0.3}, 0.3)])
 def test_a_checkpoint_converted_to_blocks_starts_its_gates_at_the_documented_value(attention_type, settings, expected,
                                                                                  tmp_path):
     """The gates are new parameters of a converted checkpoint: initialised (never left as allocated), at the
-    documented default beside blocks (0.1 for a memory mixed per head, every mechanism's by default; 1e-4 for a
+    documented default beside blocks (0.01 for a memory mixed per head, every mechanism's by default; 1e-4 for a
     kernelized one under the blocks' normaliser) or at ``initial_mechanism_weight``."""
     from hf_effattn.hybrid_parts import mechanism_weights
 

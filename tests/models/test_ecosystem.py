@@ -9,7 +9,7 @@ from peft import LoraConfig, PeftModel, get_peft_model
 from transformers import Trainer, TrainingArguments
 
 import hf_effattn
-from helpers.models import MECHANISMS, pixel_values, text_config, text_inputs, vision_config
+from helpers.models import MECHANISMS, enable_checkpointing, pixel_values, text_config, text_inputs, vision_config
 
 
 class Examples(torch.utils.data.Dataset):
@@ -90,12 +90,6 @@ def test_gradient_accumulation_equals_one_large_batch(tmp_path):
         weights.append(model.state_dict())
     for name, tensor in weights[0].items():
         torch.testing.assert_close(weights[1][name], tensor, atol=1e-6, rtol=1e-5, msg=name)
-
-
-def enable_checkpointing(model) -> None:
-    """``activation_checkpointing_enable`` (Transformers >= 5.x) or its older name."""
-    enable = getattr(model, "activation_checkpointing_enable", None) or model.gradient_checkpointing_enable
-    enable()
 
 
 @pytest.mark.parametrize("attention_type", MECHANISMS)

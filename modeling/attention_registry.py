@@ -70,11 +70,6 @@ def list_attentions() -> list[str]:
     return list(_REGISTRY)
 
 
-def list_settings() -> list[str]:
-    """Names of the mechanisms whose settings are registered (a config knows these)."""
-    return list(_SETTINGS)
-
-
 def registry_entry(registry: dict, name: str):
     """``registry[name]`` for an ``attention_type``; a name that is not a string, or not known, lists the known
     ones."""

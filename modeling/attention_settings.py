@@ -118,13 +118,6 @@ class AttentionSettings:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    @classmethod
-    def as_saved(cls, saved: dict[str, Any]) -> dict[str, Any]:
-        """``saved``, the settings as a ``config.json`` holds them (complete when written), with each setting added
-        since at the value that reproduces the saved model where its default has come to mean something else
-        (subclasses override)."""
-        return saved
-
 
 HEADS_SPECS = {"hidden_size": Spec(int, minimum=1), "num_attention_heads": Spec(int, minimum=1)}
 

@@ -8,7 +8,7 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import (
     build_attention, build_settings, describe_attention, get_attention_class, get_settings_class, list_attentions,
-    list_settings, register_attention, register_settings,
+    register_attention, register_settings,
 )
 # Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the window alone.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
@@ -25,8 +25,8 @@ from .attention_local import LocalAttention, LocalSettings  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
-    "describe_attention", "get_attention_class", "get_settings_class", "list_attentions", "list_settings",
-    "register_attention", "register_settings", "setting",
+    "describe_attention", "get_attention_class", "get_settings_class", "list_attentions", "register_attention",
+    "register_settings", "setting",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",

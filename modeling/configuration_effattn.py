@@ -34,7 +34,7 @@ from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - fir
 from transformers import RobertaConfig, ViTConfig
 
 from .attention_settings import check_heads
-from .attentions import build_settings, get_settings_class, list_settings
+from .attentions import build_settings
 from .settings import Spec, checked
 
 # The settings of the exact local part (a window or aligned blocks) and its gate, which every mechanism has
@@ -79,12 +79,9 @@ CONFIG_SPECS = {
 
 
 def saved_attention(config_dict: dict) -> tuple[str, dict | None]:
-    """The mechanism and settings of a saved ``config.json`` dict, a setting added since it was saved at the value
-    the model was trained with (the mechanism's ``as_saved``, ``attention_settings.AttentionSettings``)."""
-    kind, settings = config_dict.get("attention_type", "sdpa"), config_dict.get("attention_config")
-    if isinstance(settings, dict) and kind in list_settings():
-        settings = get_settings_class(kind).as_saved(settings)
-    return kind, settings
+    """The mechanism and settings of a saved ``config.json`` dict (complete as written: a saved model never depends
+    on later changes of defaults)."""
+    return config_dict.get("attention_type", "sdpa"), config_dict.get("attention_config")
 
 
 class EffAttnConfigMixin:
@@ -146,11 +143,8 @@ class EffAttnConfigMixin:
         ``None`` keeps the saved value) takes the saved one's place before validation. Settings update the saved
         ones key by key (a window setting given both in ``attention_config`` and as a keyword, with two values,
         raises); another ``attention_type`` starts from its own defaults, never from the saved mechanism's
-        settings. A saved config's settings (one with ``transformers_version``) first pass the mechanism's
-        ``as_saved``: a setting added since it was saved takes the value the model was trained with."""
+        settings."""
         config_dict = dict(config_dict)
-        if "transformers_version" in config_dict:
-            config_dict["attention_config"] = saved_attention(config_dict)[1]
         attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
         given = merge_window_settings(attention_config, {name: kwargs.pop(name, None) for name in WINDOW_SETTINGS})
         if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):

@@ -51,13 +51,6 @@ class KernelSettings(AttentionSettings):
 
     shared_normaliser: bool | None = setting(None, bool, none_means="true beside a window, false beside blocks")
 
-    @classmethod
-    def as_saved(cls, saved: dict) -> dict:
-        """A block model saved before ``shared_normaliser`` existed shared its blocks' normaliser: so it reloads."""
-        if "shared_normaliser" in saved or saved.get("local_block") is None:
-            return saved
-        return {**saved, "shared_normaliser": True}
-
     @property
     def shares_normaliser(self) -> bool:
         """Whether the mechanism's terms go under the local part's normaliser (``shared_normaliser`` resolved)."""

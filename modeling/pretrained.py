@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
 from transformers.utils import logging
 
-from .attentions import EfficientAttention, build_settings, get_attention_class, list_attentions
+from .attentions import EfficientAttention, build_settings
 from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin, saved_attention
 from .extension_checks import check_fits_in_memory, window_checked_when_extended
 from .load_report import log_loading_report, transformers_load_report_held_back
@@ -232,9 +232,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         """Our config from a checkpoint's ``config.json`` dict, and the ``kwargs`` it did not use."""
         source_type = source.get("model_type")
         config_dict = without_file_keys(source)
-        if source_type == cls.config_class.model_type:
-            config_dict["attention_config"] = saved_attention(source)[1]
-        else:
+        if source_type != cls.config_class.model_type:
             overrides = cls.source_config_overrides.get(source_type, {})
             config_dict = {**cls.source_defaults(source_type), **config_dict, **overrides}
         return cls.config_class.from_dict(

@@ -9,7 +9,6 @@ import json
 import math
 
 import pytest
-import torch
 import transformers
 
 import hf_effattn
@@ -96,31 +95,6 @@ def test_blocks_are_refused_in_one_line_before_anything_is_written(options, mess
     import re
 
     assert re.search(message, convert_refusal(capsys, tmp_path, tiny_text_checkpoint(), *options))
-
-
-def test_a_kerformer_block_model_saved_before_the_gated_default_reloads_as_it_trained(tmp_path):
-    """A Kerformer block model whose ``config.json`` has no ``shared_normaliser`` (saved before the setting existed,
-    when its memory shared the blocks' normaliser) reloads under that normaliser, installed or as remote code, with
-    the outputs it was saved with; the same weights under the default (None: gated beside blocks) are another
-    model."""
-    folder = tmp_path / "old"
-    hf_effattn.convert(tiny_text_checkpoint(), "kerformer", folder, local_block=OWN_LENGTH, max_length=2 * OWN_LENGTH,
-                       attention_config={"shared_normaliser": True, "initial_mechanism_weight": 0.3})
-    saved = hf_effattn.EffAttnRobertaModel.from_pretrained(folder).eval()
-    assert "under one normaliser shared with the block's softmax" in (folder / "README.md").read_text()
-    config = json.loads((folder / "config.json").read_text())
-    del config["attention_config"]["shared_normaliser"]
-    (folder / "config.json").write_text(json.dumps(config))
-    input_ids = torch.randint(3, NUM_WORDS, (2, 2 * OWN_LENGTH - 2))
-    for reloaded in (hf_effattn.EffAttnRobertaModel.from_pretrained(folder),
-                     transformers.AutoModel.from_pretrained(folder, trust_remote_code=True)):
-        assert reloaded.config.attention_config["shared_normaliser"] is True
-        torch.testing.assert_close(reloaded.eval()(input_ids).last_hidden_state, saved(input_ids).last_hidden_state)
-    gated = hf_effattn.EffAttnRobertaModel.from_pretrained(folder, attention_config={"shared_normaliser": None},
-                                                          convert_attention=True).eval()
-    assert gated.config.attention_config["shared_normaliser"] is None
-    difference = gated(input_ids).last_hidden_state - saved(input_ids).last_hidden_state
-    assert difference.abs().max() > 1e-3  # the memory mixed by its gate
 
 
 @pytest.mark.parametrize("options", [["--local_block"], ["--local_block", "16"]], ids=["own-length", "sized"])

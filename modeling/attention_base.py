@@ -86,12 +86,11 @@ class EfficientAttention(nn.Module):
     uses_query_key: ClassVar[bool] = True
     takes_local_window: ClassVar[bool] = True
     has_own_kernels: ClassVar[bool] = False
-    # The gate's default initial value sigma(mechanism_logit), the weight of the mechanism's part beside a local window
-    # and beside aligned blocks (see the module docstring; the setting initial_mechanism_weight overrides them): the
-    # mixed mechanisms' defaults here, the kernelized ones' in ``kernel_attention.py``, both measured on MiniLM
-    # (docs/local-window.md, docs/local-blocks.md). Beside the blocks 0.01: a freshly converted block hybrid is then
-    # the chunked reader it came from (0.0003 nats from its masked-LM loss, where 0.1 is 0.010) and trains to where a
-    # start of 0.1 does. Saved models keep the gates they were saved with (the logit is a saved parameter).
+    # The gate's default start sigma(mechanism_logit), the weight of the mechanism's part beside a local part (the
+    # setting initial_mechanism_weight overrides it; the kernelized mechanisms' in ``kernel_attention.py``): beside a
+    # window 0.5, an even mix for a mechanism that is trained with it anyway; beside aligned blocks 0.01, so that a
+    # freshly converted block hybrid reads as the chunked reader it came from and the memory's weight grows only as
+    # training finds it useful. Saved models keep the gates they were saved with (the logit is a saved parameter).
     window_mechanism_weight: ClassVar[float | None] = 0.5
     block_mechanism_weight: ClassVar[float | None] = 0.01
     # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).

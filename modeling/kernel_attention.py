@@ -46,8 +46,8 @@ class KernelSettings(AttentionSettings):
     ``local_block``), True puts the mechanism's terms under the exact part's normaliser (the module docstring);
     False normalises the mechanism on its own and mixes it per head by the gate, ``(1 - sigma) local + sigma
     mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do. None (the default):
-    True beside a window, False beside blocks, where the gated memory was measured better (docs/local-blocks.md);
-    :attr:`shares_normaliser` is the value in force."""
+    True beside a window (LoLCATs), False beside blocks, whose softmax then stays the chunked reader's, the memory
+    added by its gate; :attr:`shares_normaliser` is the value in force."""
 
     shared_normaliser: bool | None = setting(None, bool, none_means="true beside a window, false beside blocks")
 
@@ -66,10 +66,12 @@ class KernelSettings(AttentionSettings):
 class KernelAttention(EfficientAttention):
     """Base of the kernelized mechanisms (see the module docstring); subclasses define :meth:`kernel_features`."""
 
-    window_mechanism_weight = 0.01  # measured on MiniLM at 2,048 tokens: see docs/long-inputs.md
-    block_mechanism_weight = 1e-4  # the memory's terms add up over every other block: see docs/local-blocks.md
-    # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key: measured in
-    # research/long_documents/window_span.py (docs/long-inputs.md); False counts the exact keys in both parts.
+    # Under the local part's normaliser the mechanism's terms add up over every key outside it, so a small start keeps
+    # a converted hybrid near its exact part: smaller still beside blocks, where they add up over every other block.
+    window_mechanism_weight = 0.01
+    block_mechanism_weight = 1e-4
+    # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key, so that no key
+    # counts twice; False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
     # Tokens per product of the summary over every key and of its read-out, past which they run in chunks
     # (``local_blocks.memory_terms`` says why a GPU wants them).

@@ -19,7 +19,7 @@ reader, and training adds what the memory carries (Infini-attention's design, Mu
 made bidirectional for an encoder):
 
 * every mechanism is mixed per head, ``(1 - sigma) blocks(x) + sigma mechanism(x)`` (``attention_base.py``), the
-  kernelized ones too by default (their setting ``shared_normaliser`` None or False, measured better);
+  kernelized ones too by default (their setting ``shared_normaliser`` None or False: the blocks' softmax stays exact);
 * a kernelized mechanism (``kernel_attention.py``) with ``shared_normaliser`` True shares one normaliser with the
   block's softmax, whose terms enter with the block's own normaliser (a block row's softmax weights sum to 1)::
 

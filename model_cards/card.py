@@ -26,6 +26,7 @@ from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMER
 from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
 from ..sentence_transformers_folder import SentenceEmbedding
 from ..version import __version__
+from .converted_attention import converted_purpose, untrained_note
 from .embedding_snippets import sentence_transformers_code, transformers_embedding_code
 from .source_card import License, is_hub_id
 
@@ -78,14 +79,15 @@ PIPELINE_TAGS = {  # (family, task) of a converted model -> the Hub's pipeline t
 }
 
 
-def converted_kind(family: str, task: str) -> CardKind:
-    """The card kind of a model converted (not fine-tuned) by ``hf-effattn convert``, with head ``task``."""
+def converted_kind(family: str, task: str, architecture: str | None = None) -> CardKind:
+    """The card kind of a model converted (not fine-tuned) by ``hf-effattn convert``, with head ``task``, tagged with
+    the source's ``architecture`` (:func:`~.converted_attention.source_architecture`; default: the family's)."""
     processor = "AutoTokenizer" if family == "text" else "AutoImageProcessor"
     example = ('inputs = processor("A sentence.", return_tensors="pt")' if family == "text" else
                'from PIL import Image\n\ninputs = processor(Image.open("image.png"), return_tensors="pt")')
     return CardKind(
         pipeline_tag=PIPELINE_TAGS.get((family, task)),
-        architecture_tag="roberta" if family == "text" else "vit",
+        architecture_tag=architecture or ("roberta" if family == "text" else "vit"),
         processor_class=processor,
         model_class=TASKS[family][task],
         usage_example=f"```python\n{example}\noutputs = model(**inputs)\n```",
@@ -167,7 +169,7 @@ def purpose_sentence(content: CardContent) -> str:
     if content.transfer:
         return ("converted and not fine-tuned: the new attention was trained only by attention transfer (below), "
                 "to reproduce the original softmax attention")
-    return "converted and not fine-tuned: the new attention is untrained; fine-tune it before use"
+    return converted_purpose(content)
 
 
 def dataset_sentence(content: CardContent) -> str:
@@ -205,6 +207,14 @@ def base_name(content: CardContent) -> str:
     return f"`{Path(content.base_model).name}`"
 
 
+def opening_sentence(content: CardContent) -> str:
+    """``This model is SOURCE``: the source's Hub link; from a local folder whose Hub id is unknown, the model
+    named by its own folder, then the source's (often a name such as ``model`` that says nothing)."""
+    if content.base_model_id or content.base_model in list_models():
+        return f"This model is {base_name(content)}"
+    return f"This model, `{content.repo_id.split('/')[-1]}`, is the local checkpoint {base_name(content)}"
+
+
 def limitations(content: CardContent) -> list[str]:
     """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
     notes, base = [], content.base_model_id or f"`{Path(content.base_model).name}`"
@@ -224,7 +234,7 @@ def limitations(content: CardContent) -> list[str]:
             notes.append(f"{origin} were trained only by attention transfer (above), with no labels: fine-tune the "
                          "model before relying on its outputs.")
         else:
-            notes.append(f"{origin} are untrained: fine-tune the model before relying on its outputs.")
+            notes.append(untrained_note(content, origin))
     if content.base_model_id is None and content.base_model not in list_models():
         notes.append(f"The card does not link the source on the Hub: `{Path(content.base_model).name}` is a local "
                      "folder whose card declares no `base_model`. Name its Hub id with `--base_model` (Python: "
@@ -261,7 +271,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         template_path=str(template_path),
         model_name=content.repo_id.split("/")[-1],
         repo_id=content.repo_id,
-        base_model_sentence=f"This model is {base_name(content)}",
+        base_model_sentence=opening_sentence(content),
         purpose_sentence=purpose_sentence(content),
         attention_type=content.attention_type,
         attention_config=json.dumps(content.attention_config),

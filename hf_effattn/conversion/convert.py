@@ -122,6 +122,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
         if "mechanism_weight_learning_rate" in transfer:
             check_local_part(first_attention(plan.target), "mechanism_weight_learning_rate",
                              transfer["mechanism_weight_learning_rate"])
+        note_block_transfer(plan.target.attention_config.get("local_block"))
     base_model = linked_source(checkpoint, base_model)  # its note once every check has passed
     processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
@@ -216,6 +217,17 @@ def split_transfer(transfer: dict) -> tuple[dict, dict]:
     """``transfer`` split into the arguments of :func:`transfer_batches` and those of ``transfer_attention``."""
     loader = loader_argument_names()
     return ({k: v for k, v in transfer.items() if k in loader}, {k: v for k, v in transfer.items() if k not in loader})
+
+
+def note_block_transfer(block: int | None) -> None:
+    """The one-line note of an attention transfer on a block hybrid (``block``, its ``local_block``; none without):
+    what it does to the model, and the documented way to train one."""
+    if block is None:
+        return
+    logger.warning(f"Attention transfer on a block hybrid (local_block={block}) trains its memory and gates to "
+                   "reproduce the checkpoint's full softmax attention, which moves the model away from the chunked "
+                   "reader it starts as; the documented way to train a block hybrid is masked-LM continued pretraining "
+                   "(finetune/run_mlm.py) after a conversion without --transfer_data (Python: transfer=None).")
 
 
 def linked_source(checkpoint: str, base_model: str | None) -> str | None:

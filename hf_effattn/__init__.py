@@ -25,7 +25,6 @@ them: it loads the config or model class from the package when it first looks on
 import configparser
 import importlib
 import importlib.abc
-import importlib.machinery
 import importlib.util
 import sys
 from pathlib import Path
@@ -140,7 +139,8 @@ class _RegisterOnImport(importlib.abc.MetaPathFinder):
     def find_spec(self, fullname, path, target=None):
         if fullname not in _REGISTRATIONS:
             return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        finders = (finder for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec"))
+        spec = next((found for finder in finders if (found := finder.find_spec(fullname, path, target))), None)
         if spec is not None and spec.loader is not None:
             execute = spec.loader.exec_module
 
@@ -163,14 +163,4 @@ def _register_with_auto_classes() -> None:
 
 _register_with_auto_classes()
 
-__all__ = [
-    "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
-    "describe_attention", "get_attention_class", "list_attentions", "register_attention", "setting",
-    "EffAttnRobertaConfig", "EffAttnViTConfig", "EffAttnEncoder", "EffAttnRobertaLayer", "EffAttnViTLayer",
-    "EffAttnRobertaPreTrainedModel", "EffAttnRobertaModel", "EffAttnRobertaForMaskedLM",
-    "EffAttnRobertaForSequenceClassification", "EffAttnRobertaForTokenClassification",
-    "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice",
-    "EffAttnViTPreTrainedModel", "EffAttnViTModel", "EffAttnViTForImageClassification",
-    "EffAttnViTForMaskedImageModeling", "create_config", "create_model", "list_models",
-    "TransferReport", "transfer_attention", "tokenize_in_blocks",
-]
+__all__ = [name for name in _MODULE_OF if name not in ("convert", "__version__")]  # those of ``import *``

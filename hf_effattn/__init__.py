@@ -14,14 +14,20 @@ The package surface:
 
 The model code itself lives in the flat folder ``modeling/`` at the top of the repository, installed as
 ``hf_effattn.modeling``, so that saved checkpoints carry it as remote code.
+
+Importing the package imports none of them: each name loads its module when first used (a module ``__getattr__``,
+as Transformers' own ``_LazyModule`` does), so that ``import hf_effattn`` and the ``hf-effattn`` command start in a
+fraction of a second. The ``Auto*`` classes know the package's model types by name, as soon as Transformers imports
+them: it loads the config or model class from the package when it first looks one up
+(:func:`_register_with_auto_classes`).
 """
 
 import configparser
+import importlib
+import importlib.abc
 import importlib.util
 import sys
 from pathlib import Path
-
-import transformers
 
 
 def _map_checkout_subpackages() -> None:
@@ -49,63 +55,112 @@ def _map_checkout_subpackages() -> None:
 
 _map_checkout_subpackages()
 
-from .modeling.attentions import (
-    AttentionOutput,
-    AttentionSettings,
-    EfficientAttention,
-    build_attention,
-    build_settings,
-    describe_attention,
-    get_attention_class,
-    list_attentions,
-    register_attention,
-    setting,
-)
-from .modeling.configuration_effattn import EffAttnRobertaConfig, EffAttnViTConfig
-from .modeling.encoder import EffAttnEncoder, EffAttnRobertaLayer, EffAttnViTLayer
-from .modeling.modeling_effattn_roberta import AUTO_CLASSES as _TEXT_AUTO_CLASSES
-from .modeling.modeling_effattn_roberta import (
-    EffAttnRobertaForMaskedLM,
-    EffAttnRobertaForMultipleChoice,
-    EffAttnRobertaForQuestionAnswering,
-    EffAttnRobertaForSequenceClassification,
-    EffAttnRobertaForTokenClassification,
-    EffAttnRobertaModel,
-    EffAttnRobertaPreTrainedModel,
-)
-from .modeling.modeling_effattn_vit import AUTO_CLASSES as _VISION_AUTO_CLASSES
-from .modeling.modeling_effattn_vit import (
-    EffAttnViTForImageClassification,
-    EffAttnViTForMaskedImageModeling,
-    EffAttnViTModel,
-    EffAttnViTPreTrainedModel,
-)
-from .presets import create_config, create_model, list_models
-from .block_tokens import tokenize_in_blocks
-from .conversion import TransferReport, convert, transfer_attention
-from .version import __version__
+_EXPORTS = {  # module, relative to the package -> the names it gives the package
+    ".modeling.attentions": ("AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention",
+                             "build_settings", "describe_attention", "get_attention_class", "list_attentions",
+                             "register_attention", "setting"),
+    ".modeling.configuration_effattn": ("EffAttnRobertaConfig", "EffAttnViTConfig"),
+    ".modeling.encoder": ("EffAttnEncoder", "EffAttnRobertaLayer", "EffAttnViTLayer"),
+    ".modeling.modeling_effattn_roberta": (
+        "EffAttnRobertaPreTrainedModel", "EffAttnRobertaModel", "EffAttnRobertaForMaskedLM",
+        "EffAttnRobertaForSequenceClassification", "EffAttnRobertaForTokenClassification",
+        "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice"),
+    ".modeling.modeling_effattn_vit": ("EffAttnViTPreTrainedModel", "EffAttnViTModel",
+                                       "EffAttnViTForImageClassification", "EffAttnViTForMaskedImageModeling"),
+    ".presets": ("create_config", "create_model", "list_models"),
+    ".block_tokens": ("tokenize_in_blocks",),
+    ".conversion": ("TransferReport", "convert", "transfer_attention"),
+    ".version": ("__version__",),
+}
+_MODULE_OF = {name: module for module, names in _EXPORTS.items() for name in names}
+
+# Each model type -> its config class and {Auto class: model class}, by name (the modeling files' AUTO_CLASSES).
+AUTO_CLASS_NAMES = {
+    "effattn_roberta": ("EffAttnRobertaConfig", {
+        "AutoModel": "EffAttnRobertaModel", "AutoModelForMaskedLM": "EffAttnRobertaForMaskedLM",
+        "AutoModelForSequenceClassification": "EffAttnRobertaForSequenceClassification",
+        "AutoModelForTokenClassification": "EffAttnRobertaForTokenClassification",
+        "AutoModelForQuestionAnswering": "EffAttnRobertaForQuestionAnswering",
+        "AutoModelForMultipleChoice": "EffAttnRobertaForMultipleChoice"}),
+    "effattn_vit": ("EffAttnViTConfig", {
+        "AutoModel": "EffAttnViTModel", "AutoModelForImageClassification": "EffAttnViTForImageClassification",
+        "AutoModelForMaskedImageModeling": "EffAttnViTForMaskedImageModeling"}),
+}
+
+
+def __getattr__(name: str):
+    """A name of the package (:data:`_EXPORTS`), loaded from its module on first use, or a submodule."""
+    if name in _MODULE_OF:
+        value = getattr(importlib.import_module(_MODULE_OF[name], __name__), name)
+        globals()[name] = value
+        return value
+    if importlib.util.find_spec(f"{__name__}.{name}") is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return importlib.import_module(f".{name}", __name__)
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_MODULE_OF})
+
+
+def _register_configs(configuration_auto) -> None:
+    """``AutoConfig`` knows our model types by name, as it knows Transformers' own: its lazy mapping reads the config
+    class's name from its table and the class from its module, here this package, whose ``__getattr__`` loads it when
+    first looked up (``AutoConfig.from_pretrained``)."""
+    mapping, package = configuration_auto.CONFIG_MAPPING, sys.modules[__name__]
+    for model_type, (config_name, _) in AUTO_CLASS_NAMES.items():
+        mapping._mapping[model_type] = config_name
+        mapping._modules[configuration_auto.model_type_to_module_name(model_type)] = package
+
+
+def _register_models(modeling_auto) -> None:
+    """Every ``Auto*`` class knows our heads by name, as :func:`_register_configs` makes ``AutoConfig`` know our
+    configs (loaded from this package when first looked up: ``AutoModel.from_pretrained``)."""
+    from transformers.models.auto.configuration_auto import model_type_to_module_name as module_name
+
+    package = sys.modules[__name__]
+    for model_type, (config_name, auto_classes) in AUTO_CLASS_NAMES.items():
+        for auto_class, model_name in auto_classes.items():
+            mapping = getattr(modeling_auto, auto_class)._model_mapping
+            mapping._model_mapping[model_type] = model_name
+            mapping._config_mapping[model_type] = config_name
+            mapping._reverse_config_mapping[config_name] = model_type
+            mapping._modules[module_name(model_type)] = package
+
+
+_REGISTRATIONS = {"transformers.models.auto.configuration_auto": _register_configs,
+                  "transformers.models.auto.modeling_auto": _register_models}
+
+
+class _RegisterOnImport(importlib.abc.MetaPathFinder):
+    """Registers our names (:data:`_REGISTRATIONS`) with each of Transformers' auto modules as it finishes importing:
+    ``import hf_effattn`` imports no Transformers module, and Transformers imports its ``Auto*`` classes lazily."""
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname not in _REGISTRATIONS:
+            return None
+        finders = (finder for finder in sys.meta_path if finder is not self and hasattr(finder, "find_spec"))
+        spec = next((found for finder in finders if (found := finder.find_spec(fullname, path, target))), None)
+        if spec is not None and spec.loader is not None:
+            execute = spec.loader.exec_module
+
+            def exec_module(module):
+                execute(module)
+                _REGISTRATIONS[fullname](module)
+
+            spec.loader.exec_module = exec_module
+        return spec
 
 
 def _register_with_auto_classes() -> None:
-    """``AutoConfig`` knows our model types, and every ``Auto*`` class our heads."""
-    for config_class, auto_classes in (
-        (EffAttnRobertaConfig, _TEXT_AUTO_CLASSES), (EffAttnViTConfig, _VISION_AUTO_CLASSES)
-    ):
-        transformers.AutoConfig.register(config_class.model_type, config_class, exist_ok=True)
-        for auto_class, model_class in auto_classes.items():
-            getattr(transformers, auto_class).register(config_class, model_class, exist_ok=True)
+    """Register our names with Transformers' auto modules already imported, and with the others once imported."""
+    for name, register in _REGISTRATIONS.items():
+        if name in sys.modules:
+            register(sys.modules[name])
+    if not all(name in sys.modules for name in _REGISTRATIONS):
+        sys.meta_path.insert(0, _RegisterOnImport())
 
 
 _register_with_auto_classes()
 
-__all__ = [
-    "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
-    "describe_attention", "get_attention_class", "list_attentions", "register_attention", "setting",
-    "EffAttnRobertaConfig", "EffAttnViTConfig", "EffAttnEncoder", "EffAttnRobertaLayer", "EffAttnViTLayer",
-    "EffAttnRobertaPreTrainedModel", "EffAttnRobertaModel", "EffAttnRobertaForMaskedLM",
-    "EffAttnRobertaForSequenceClassification", "EffAttnRobertaForTokenClassification",
-    "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice",
-    "EffAttnViTPreTrainedModel", "EffAttnViTModel", "EffAttnViTForImageClassification",
-    "EffAttnViTForMaskedImageModeling", "create_config", "create_model", "list_models",
-    "TransferReport", "transfer_attention", "tokenize_in_blocks",
-]
+__all__ = [name for name in _MODULE_OF if name not in ("convert", "__version__")]  # those of ``import *``

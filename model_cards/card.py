@@ -26,6 +26,8 @@ from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMER
 from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
 from ..sentence_transformers_folder import SentenceEmbedding
 from ..version import __version__
+from .converted_attention import converted_purpose, untrained_note
+from .embedding_snippets import sentence_transformers_code, transformers_embedding_code
 from .source_card import License, is_hub_id
 
 logger = logging.getLogger(__name__)
@@ -77,14 +79,15 @@ PIPELINE_TAGS = {  # (family, task) of a converted model -> the Hub's pipeline t
 }
 
 
-def converted_kind(family: str, task: str) -> CardKind:
-    """The card kind of a model converted (not fine-tuned) by ``hf-effattn convert``, with head ``task``."""
+def converted_kind(family: str, task: str, architecture: str | None = None) -> CardKind:
+    """The card kind of a model converted (not fine-tuned) by ``hf-effattn convert``, with head ``task``, tagged with
+    the source's ``architecture`` (:func:`~.converted_attention.source_architecture`; default: the family's)."""
     processor = "AutoTokenizer" if family == "text" else "AutoImageProcessor"
     example = ('inputs = processor("A sentence.", return_tensors="pt")' if family == "text" else
                'from PIL import Image\n\ninputs = processor(Image.open("image.png"), return_tensors="pt")')
     return CardKind(
         pipeline_tag=PIPELINE_TAGS.get((family, task)),
-        architecture_tag="roberta" if family == "text" else "vit",
+        architecture_tag=architecture or ("roberta" if family == "text" else "vit"),
         processor_class=processor,
         model_class=TASKS[family][task],
         usage_example=f"```python\n{example}\noutputs = model(**inputs)\n```",
@@ -166,7 +169,7 @@ def purpose_sentence(content: CardContent) -> str:
     if content.transfer:
         return ("converted and not fine-tuned: the new attention was trained only by attention transfer (below), "
                 "to reproduce the original softmax attention")
-    return "converted and not fine-tuned: the new attention is untrained; fine-tune it before use"
+    return converted_purpose(content)
 
 
 def dataset_sentence(content: CardContent) -> str:
@@ -204,6 +207,14 @@ def base_name(content: CardContent) -> str:
     return f"`{Path(content.base_model).name}`"
 
 
+def opening_sentence(content: CardContent) -> str:
+    """``This model is SOURCE``: the source's Hub link; from a local folder whose Hub id is unknown, the model
+    named by its own folder, then the source's (often a name such as ``model`` that says nothing)."""
+    if content.base_model_id or content.base_model in list_models():
+        return f"This model is {base_name(content)}"
+    return f"This model, `{content.repo_id.split('/')[-1]}`, is the local checkpoint {base_name(content)}"
+
+
 def limitations(content: CardContent) -> list[str]:
     """What a user of the model must know: where its attention's training comes from, and the versions it runs on."""
     notes, base = [], content.base_model_id or f"`{Path(content.base_model).name}`"
@@ -223,7 +234,7 @@ def limitations(content: CardContent) -> list[str]:
             notes.append(f"{origin} were trained only by attention transfer (above), with no labels: fine-tune the "
                          "model before relying on its outputs.")
         else:
-            notes.append(f"{origin} are untrained: fine-tune the model before relying on its outputs.")
+            notes.append(untrained_note(content, origin))
     if content.base_model_id is None and content.base_model not in list_models():
         notes.append(f"The card does not link the source on the Hub: `{Path(content.base_model).name}` is a local "
                      "folder whose card declares no `base_model`. Name its Hub id with `--base_model` (Python: "
@@ -233,43 +244,6 @@ def limitations(content: CardContent) -> list[str]:
         "4 it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
         "earlier, with a `FileNotFoundError` in `transformers_modules`).")
     return notes
-
-
-SENTENCES = '["A first sentence.", "A second one."]'  # what the card's sentence-embedding snippets encode
-POOLING_CODE = {  # a pooling mode -> the code that computes it from `tokens` [B, N, C] and `mask` [B, N, 1]
-    "mean": "embeddings = (tokens * mask).sum(1) / mask.sum(1).clamp(min=1e-9)  # the mean over the real tokens",
-    "cls": "embeddings = tokens[:, 0]  # the first token's",
-    "max": "embeddings = tokens.masked_fill(mask == 0, -1e9).max(1).values  # the maximum over the real tokens",
-}
-
-
-def sentence_transformers_code(repo_id: str) -> str:
-    """How a sentence-transformers folder computes sentence embeddings with sentence-transformers."""
-    return ("from sentence_transformers import SentenceTransformer\n\n"
-            f'encoder = SentenceTransformer("{repo_id}", trust_remote_code=True)\n'
-            f"embeddings = encoder.encode({SENTENCES})\n")
-
-
-def transformers_embedding_code(repo_id: str, embedding: SentenceEmbedding) -> str | None:
-    """The same embeddings as the folder's sentence-transformers modules, with Transformers alone: the tokenizer
-    truncating at ``max_seq_length``, the pooling, the normalisation. ``None`` where the modules do more than
-    Transformers alone reproduces here (another pooling, a dense layer, lower-casing)."""
-    if embedding.pooling is None:
-        return None
-    length = f", max_length={embedding.max_seq_length}" if embedding.max_seq_length else ""
-    lines = [
-        "import torch", "from transformers import AutoModel, AutoTokenizer", "",
-        f'tokenizer = AutoTokenizer.from_pretrained("{repo_id}", trust_remote_code=True)',
-        f'model = AutoModel.from_pretrained("{repo_id}", trust_remote_code=True).eval()',
-        f'inputs = tokenizer({SENTENCES}, padding=True, truncation=True{length}, return_tensors="pt")',
-        "with torch.no_grad():",
-        "    tokens = model(**inputs).last_hidden_state  # [sentences, tokens, width]",
-        'mask = inputs["attention_mask"].unsqueeze(-1).to(tokens.dtype)  # [sentences, tokens, 1]: 1 at real tokens',
-        POOLING_CODE[embedding.pooling],
-    ]
-    if embedding.normalize:
-        lines.append("embeddings = torch.nn.functional.normalize(embeddings, dim=-1)  # unit length")
-    return "\n".join(lines) + "\n"
 
 
 def shares_normaliser(attention_type: str, attention_config: dict) -> bool:
@@ -297,7 +271,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         template_path=str(template_path),
         model_name=content.repo_id.split("/")[-1],
         repo_id=content.repo_id,
-        base_model_sentence=f"This model is {base_name(content)}",
+        base_model_sentence=opening_sentence(content),
         purpose_sentence=purpose_sentence(content),
         attention_type=content.attention_type,
         attention_config=json.dumps(content.attention_config),

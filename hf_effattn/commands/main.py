@@ -2,9 +2,10 @@
 
 Each subcommand lives in the module of :mod:`hf_effattn.commands` named after it (``train-task`` in
 ``train_task.py``), which provides ``add_arguments(parser)`` and ``run(args)``. Those modules import their heavy
-dependencies (datasets, accelerate, matplotlib) inside ``run`` so that building the parser stays fast. A user
-error (:mod:`hf_effattn.user_errors`) prints one line and exits with status 2; ``--debug`` shows its traceback
-instead.
+dependencies (datasets, accelerate, matplotlib) inside ``run`` so that building the parser stays fast, and only the
+subcommand named on the command line is imported: ``hf-effattn --help``, ``--version`` and an unknown command
+answer without importing PyTorch or Transformers. A user error (:mod:`hf_effattn.user_errors`) prints one line and
+exits with status 2; ``--debug`` shows its traceback instead.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from collections.abc import Iterable
+from importlib.metadata import version
 
 from ..user_errors import OneLineParser, user_errors_reported
 from ..version import __version__
@@ -31,7 +34,12 @@ def subcommand_module(name: str) -> str:
     return f"{__package__}.{name.replace('-', '_')}"
 
 
-def build_parser() -> argparse.ArgumentParser:
+COMMAND_OPTIONS = ("-h", "--help", "--version", "--debug")  # the options of hf-effattn itself, before a subcommand
+
+
+def build_parser(with_options: Iterable[str] = tuple(SUBCOMMANDS)) -> argparse.ArgumentParser:
+    """The command's parser: every subcommand, with the options of those named in ``with_options`` (default: all;
+    :func:`main` passes the one on the command line, so that only its module is imported)."""
     parser = OneLineParser(prog="hf-effattn", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=version_line())
     parser.add_argument("--debug", action="store_true", help="show the traceback of an error, not only its message")
@@ -39,21 +47,33 @@ def build_parser() -> argparse.ArgumentParser:
     for name, help_text in SUBCOMMANDS.items():
         sub = commands.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(module=subcommand_module(name))
-        importlib.import_module(subcommand_module(name)).add_arguments(sub)
+        if name in with_options:
+            importlib.import_module(subcommand_module(name)).add_arguments(sub)
     return parser
 
 
-def version_line() -> str:
-    """``hf-effattn X (transformers Y, torch Z)``: what a bug report needs."""
-    import torch
-    import transformers
+def named_subcommand(argv: list[str]) -> list[str]:
+    """The subcommand that ``argv`` names (its first argument that is not an option: the command's own options,
+    :data:`COMMAND_OPTIONS`, take no value), as a list of one; an empty list for none, an unknown one, or an unknown
+    option before it (the parser refuses them without the subcommand's options)."""
+    for argument in argv:
+        if not argument.startswith("-"):
+            return [argument] if argument in SUBCOMMANDS else []
+        if argument not in COMMAND_OPTIONS:
+            return []
+    return []
 
-    return f"%(prog)s {__version__} (transformers {transformers.__version__}, torch {torch.__version__})"
+
+def version_line() -> str:
+    """``hf-effattn X (transformers Y, torch Z)``: what a bug report needs, read from the installed packages'
+    metadata (importing them would take seconds)."""
+    return f"%(prog)s {__version__} (transformers {version('transformers')}, torch {version('torch')})"
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the subcommand; its status (0), or exit with status 2 on a bad option or a user error."""
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser(named_subcommand(argv)).parse_args(argv)
     with user_errors_reported(f"hf-effattn {args.command}", debug=args.debug):
         return importlib.import_module(args.module).run(args) or 0
 

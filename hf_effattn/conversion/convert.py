@@ -44,7 +44,9 @@ from transformers.utils import cached_file, logging
 from ..argument_types import MAX_LEARNING_RATE
 from ..hub_or_local import check_found, check_hub_id
 from ..hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
-from ..model_cards import CardContent, card_base_model, card_license, converted_kind, write_model_card
+from ..model_cards import (
+    CardContent, card_base_model, card_license, converted_kind, source_architecture, write_model_card,
+)
 from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair, saved_attention
 from ..modeling.settings import Spec, checked
@@ -120,6 +122,8 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
         if "mechanism_weight_learning_rate" in transfer:
             check_local_part(first_attention(plan.target), "mechanism_weight_learning_rate",
                              transfer["mechanism_weight_learning_rate"])
+        note_block_transfer(plan.target.attention_config.get("local_block"))
+    base_model = linked_source(checkpoint, base_model)  # its note once every check has passed
     processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
     if transfer:
@@ -140,8 +144,9 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
         copy_sentence_transformers_modules(checkpoint, folder, model.config.attention_max_length if extension else None)
         if report is not None:
             report.save(folder)
-        write_card(folder, Path(output_dir).resolve().name, checkpoint, family, task, model.config, report, license,
-                   extension, mechanism_weights(model) or None, base_model)
+        write_card(folder, Path(output_dir).resolve().name, checkpoint, converted_kind(family, task,
+                   source_architecture(source)), model.config, report, license, extension,
+                   mechanism_weights(model) or None, base_model)
     return (model, report) if output_transfer_report else model
 
 
@@ -214,22 +219,45 @@ def split_transfer(transfer: dict) -> tuple[dict, dict]:
     return ({k: v for k, v in transfer.items() if k in loader}, {k: v for k, v in transfer.items() if k not in loader})
 
 
-def write_card(folder, repo_id: str, checkpoint: str, family: str, task: str, config, report,
-               license: str | None = None, extension: dict | None = None,
-               window_weights: list[list[float]] | None = None, base_model: str | None = None) -> None:
-    """The folder's model card: the mechanism, the source checkpoint (its Hub id ``base_model``, if given), its
-    licence, an extension of its input size, the learned weights beside a local window, after a transfer its report,
-    and the folder's sentence-transformers pipeline."""
+def note_block_transfer(block: int | None) -> None:
+    """The one-line note of an attention transfer on a block hybrid (``block``, its ``local_block``; none without):
+    what it does to the model, and the documented way to train one."""
+    if block is None:
+        return
+    logger.warning(f"Attention transfer on a block hybrid (local_block={block}) trains its memory and gates to "
+                   "reproduce the checkpoint's full softmax attention, which moves the model away from the chunked "
+                   "reader it starts as; the documented way to train a block hybrid is masked-LM continued pretraining "
+                   "(finetune/run_mlm.py) after a conversion without --transfer_data (Python: transfer=None).")
+
+
+def linked_source(checkpoint: str, base_model: str | None) -> str | None:
+    """The Hub id the card links as the source (:func:`~hf_effattn.model_cards.card_base_model`); where none is
+    known (a local folder whose card declares none, and no ``base_model``), a one-line note says how to give it."""
+    linked = card_base_model(checkpoint, base_model)
+    if linked is None:
+        logger.warning(f"{checkpoint} is a local folder whose Hub id is unknown (its card declares no base_model): the "
+                       "model card names it by its folder and links no source; give the Hub id with --base_model ID "
+                       "(Python: base_model=) to link it.")
+    return linked
+
+
+def write_card(folder, repo_id: str, checkpoint: str, kind, config, report, license: str | None = None,
+               extension: dict | None = None, window_weights: list[list[float]] | None = None,
+               base_model: str | None = None) -> None:
+    """The folder's model card (of ``kind``, :func:`~hf_effattn.model_cards.converted_kind`): the mechanism, the
+    source checkpoint (its Hub id ``base_model``, if known), its licence, an extension of its input size, the
+    learned weights beside a local window, after a transfer its report, and the folder's sentence-transformers
+    pipeline."""
     settings = {} if report is None else {
         "transfer_steps": report.steps, "transfer_examples": report.examples_seen,
         "transfer_learning_rate": report.learning_rate, "transfer_train": report.train,
     }
     write_model_card(folder, CardContent(
-        kind=converted_kind(family, task), repo_id=repo_id,
+        kind=kind, repo_id=repo_id,
         attention_type=config.attention_type, attention_config=config.attention_config, base_model=checkpoint,
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
         transfer=report.to_dict() if report else None, license=card_license(checkpoint, license),
-        extension=extension, window_weights=window_weights, base_model_id=card_base_model(checkpoint, base_model),
+        extension=extension, window_weights=window_weights, base_model_id=base_model,
         sentence_embedding=sentence_embedding(folder),
     ))
 

@@ -20,6 +20,7 @@ mixed precision through Accelerate, and the Hub-ready folder with its model card
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
 
@@ -28,6 +29,7 @@ import torch.nn.functional as F
 
 from ..argument_types import positive_int
 from ..model_cards import CardKind
+from ..modeling import pretrained
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 from ..user_errors import run_script
 from .arguments import check_against_model
@@ -112,11 +114,25 @@ def check_options(args: argparse.Namespace) -> None:
     saved = EffAttnRobertaForMaskedLM.config_from_checkpoint(source, "sdpa", None, {})[0]
     check_extension(args, saved.attention_max_length)
     extension = {"max_length": args.max_length} if args.max_length else {}
-    config = config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining", source, **extension)
+    with load_logs_deferred():
+        config = config_of_checkpoint(args, "text", EffAttnRobertaForMaskedLM, "masked-LM pretraining", source,
+                                      **extension)
     check_against_model(args, config)
     check_sequence_length(args, config.attention_max_length)
     check_block_special_tokens(args, config.attention_config.get("local_block"))
     check_shuffled_pieces(args)
+
+
+@contextlib.contextmanager
+def load_logs_deferred():
+    """Inside, the load's pre-flight check (``plan_load``) logs nothing: what it logs, a conversion of the
+    checkpoint's attention, is logged once, by the load itself (:func:`load_masked_lm`), which runs the same check."""
+    level = pretrained.logger.level
+    pretrained.logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        pretrained.logger.setLevel(level)
 
 
 def check_shuffled_pieces(args: argparse.Namespace) -> None:

@@ -154,7 +154,8 @@ def test_a_card_without_the_sources_hub_id_says_how_to_give_it_and_the_option_do
     convert(tiny_text_checkpoint(), "dba", tmp_path / "unknown")
     card = ModelCard.load(tmp_path / "unknown" / "README.md")
     name = Path(tiny_text_checkpoint()).name
-    assert card.data.base_model is None and f"This model is `{name}` with its self-attention" in card.text
+    assert card.data.base_model is None and f"This model, `unknown`, is the local checkpoint `{name}` with its self-" \
+        "attention" in card.text
     assert (f"The card does not link the source on the Hub: `{name}` is a local folder whose card declares no "
             "`base_model`. Name its Hub id with `--base_model`") in card.text
     assert cli.main(["convert", tiny_text_checkpoint(), "--attention_type", "dba", "--base_model", "someone/tiny",

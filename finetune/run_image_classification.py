@@ -11,7 +11,7 @@ folder (``--dataset_name path/to/folder``) or parquet files (``--train_file``). 
 """
 
 from hf_effattn.finetuning.image_classification import main
-from hf_effattn.user_errors import run_script
+from hf_effattn.options.user_errors import run_script
 
 if __name__ == "__main__":
     run_script(main)  # a bad option or bad data: one line and exit status 2 (HF_EFFATTN_DEBUG=1: the traceback)

@@ -13,7 +13,7 @@ A Hub dataset (``--dataset_name wikitext --dataset_config_name wikitext-103-raw-
 """
 
 from hf_effattn.finetuning.masked_lm import main
-from hf_effattn.user_errors import run_script
+from hf_effattn.options.user_errors import run_script
 
 if __name__ == "__main__":
     run_script(main)  # a bad option or bad data: one line and exit status 2 (HF_EFFATTN_DEBUG=1: the traceback)

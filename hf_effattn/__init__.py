@@ -67,7 +67,7 @@ _EXPORTS = {  # module, relative to the package -> the names it gives the packag
         "EffAttnRobertaForQuestionAnswering", "EffAttnRobertaForMultipleChoice"),
     ".modeling.modeling_effattn_vit": ("EffAttnViTPreTrainedModel", "EffAttnViTModel",
                                        "EffAttnViTForImageClassification", "EffAttnViTForMaskedImageModeling"),
-    ".presets": ("create_config", "create_model", "list_models"),
+    ".models.presets": ("create_config", "create_model", "list_models"),
     ".block_tokens": ("tokenize_in_blocks",),
     ".conversion": ("TransferReport", "convert", "transfer_attention"),
     ".version": ("__version__",),

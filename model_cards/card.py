@@ -18,13 +18,13 @@ import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..model_classes import TASKS
+from ..models.model_classes import TASKS
 from ..modeling.attentions import build_settings, describe_attention
 from ..modeling.kernel_attention import KernelSettings
 from ..modeling.load_report import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
-from ..presets import SOFTMAX_IMPLEMENTATIONS, list_models
-from ..sentence_transformers_folder import SentenceEmbedding
+from ..models.presets import SOFTMAX_IMPLEMENTATIONS, list_models
+from ..folders.sentence_transformers_folder import SentenceEmbedding
 from ..version import __version__
 from .converted_attention import converted_purpose, untrained_note
 from .embedding_snippets import sentence_transformers_code, transformers_embedding_code

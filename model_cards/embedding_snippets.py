@@ -3,7 +3,7 @@ sentence-transformers, and the same with Transformers alone (the folder's poolin
 
 from __future__ import annotations
 
-from ..sentence_transformers_folder import SentenceEmbedding
+from ..folders.sentence_transformers_folder import SentenceEmbedding
 
 SENTENCES = '["A first sentence.", "A second one."]'  # what the card's sentence-embedding snippets encode
 POOLING_CODE = {  # a pooling mode -> the code that computes it from `tokens` [B, N, C] and `mask` [B, N, 1]

@@ -8,8 +8,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..presets import list_models
-from ..user_errors import one_line
+from ..models.presets import list_models
+from ..options.user_errors import one_line
 
 logger = logging.getLogger(__name__)
 

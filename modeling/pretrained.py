@@ -36,48 +36,21 @@ remote-code files, so that any ``Auto*`` class loads the folder with ``trust_rem
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from transformers import AutoConfig, PreTrainedConfig, PreTrainedModel
-from transformers.utils import logging
+from transformers import AutoConfig, PreTrainedModel
 
-from .attentions import EfficientAttention, build_settings
-from .configuration_effattn import WINDOW_SETTINGS, EffAttnConfigMixin, saved_attention
+from .attentions import EfficientAttention
+from .configuration_effattn import WINDOW_SETTINGS
 from .extension_checks import check_fits_in_memory, window_checked_when_extended
+from .load_checks import (
+    WEIGHT_KWARGS, LoadPlan, MismatchedSizesError, check_block_period, check_same_attention, check_size_arguments,
+    checkpoint_config_dict, without_file_keys,
+)
 from .load_report import log_loading_report, transformers_load_report_held_back
 from .local_window import LocalPart
 from .position_extension import extend_positions
 from .remote_code import write_remote_code
-
-logger = logging.get_logger(__name__)
-
-# Arguments of ``from_pretrained`` that locate the checkpoint's files.
-HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
-# Arguments of ``from_pretrained`` for the weights that are also config values: kept out of the config (``"auto"``
-# is no dtype), passed to Transformers' loading, which sets the config's dtype from them.
-WEIGHT_KWARGS = ("dtype", "torch_dtype")
-
-
-class MismatchedSizesError(RuntimeError, ValueError):
-    """Weights of a checkpoint whose shapes differ from the model's: a ``RuntimeError`` as Transformers raises it (code
-    that catches it and retries with ``ignore_mismatched_sizes=True`` works unchanged), and a ``ValueError``, the
-    user's to fix, so the command line answers it in one line."""
-
-
-@dataclass
-class LoadPlan:
-    """A load that :meth:`EffAttnPreTrainedModel.plan_load` checked and :meth:`~EffAttnPreTrainedModel.from_plan`
-    carries out: the checkpoint, its ``config.json`` (``source``), our config at the checkpoint's input size
-    (``saved``: what its weights load into) and at the requested one (``target``: what the model is extended to),
-    and the other arguments of ``from_pretrained`` (``key_mapping`` set for a source architecture)."""
-
-    path: str
-    source: dict
-    saved: PreTrainedConfig
-    target: PreTrainedConfig
-    kwargs: dict
-
 
 class EffAttnPreTrainedModel(PreTrainedModel):
     """Shared by the text and vision families; see the module docstring.
@@ -274,54 +247,6 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         return super()._upload_modified_files(working_dir, *args, **kwargs)
 
 
-def checkpoint_config_dict(path, kwargs: dict) -> dict:
-    """The ``config.json`` dict of checkpoint ``path`` (``kwargs``: those of ``from_pretrained``, which locate it);
-    with no path (``from_pretrained(None, config=config, state_dict=state_dict)``, weights in memory), the dict of
-    ``kwargs["config"]``, which must be given."""
-    if path is not None:
-        return PreTrainedConfig.get_config_dict(path, **{k: kwargs[k] for k in HUB_KWARGS if k in kwargs})[0]
-    if not isinstance(kwargs.get("config"), PreTrainedConfig):
-        raise ValueError("from_pretrained(None, ...) builds the model from weights in memory: pass the model's config "
-                         "(config=...) and its weights (state_dict=...), or give a checkpoint's folder or Hub id.")
-    return kwargs["config"].to_dict()
-
-
-def check_size_arguments(cls, kwargs: dict) -> None:
-    """Raise for the input size argument of another family among ``kwargs`` (``image_size`` for a text model,
-    ``max_length`` for an image model), which the model's ``__init__`` would refuse with a bare ``TypeError``."""
-    own = cls.config_class.size_argument
-    for config_class in EffAttnConfigMixin.__subclasses__():
-        other = config_class.size_argument
-        if other != own and other in kwargs:
-            raise ValueError(f"{other}={kwargs[other]!r} does not apply to {cls.__name__}, whose input size is set by "
-                             f"{own}: pass {own}=... to extend it, or load the checkpoint with the model class of its "
-                             "own family.")
-
-
-def check_block_period(block: int | None, period: int | None, checkpoint_block: int | None = None) -> None:
-    """Raise unless aligned blocks of ``block`` tokens restart positions copied with ``period`` (either None: nothing
-    to check): with Longformer's copy the token of rank t has position row ``t mod L``, so that only blocks of L
-    tokens read each block as the checkpoint read its inputs (``local_blocks.py``). A checkpoint that already read
-    blocks of ``block`` (``checkpoint_block``) at a multiple of it, trained there (its positions no longer repeat)
-    and extended again, keeps them: each block reads the positions of a block it was trained on."""
-    if block is None or period is None or block == period:
-        return
-    if block == checkpoint_block and period % block == 0:
-        return
-    raise ValueError(
-        f"local_block={block} differs from the period of this model's positions: they were extended by copying "
-        f"its {period} learned positions, so blocks of {period} tokens restart them (each block read as the "
-        f"checkpoint read {period} tokens) and blocks of {block} would not: set local_block={period} "
-        f"(hf-effattn convert --local_block {period})."
-    )
-
-
-def without_file_keys(config_dict: dict) -> dict:
-    """A ``config.json`` dict without the keys that name the file's model and code, not its values."""
-    return {k: v for k, v in config_dict.items() if k not in ("model_type", "auto_map", "architectures",
-                                                               "transformers_version")}
-
-
 def qualified_name(cls: type) -> str:
     """``file.ClassName``, as ``auto_map`` names a class of the flat remote-code folder."""
     return f"{cls.__module__.rsplit('.', 1)[-1]}.{cls.__name__}"
@@ -334,34 +259,3 @@ def register_auto_classes(family: type[EffAttnPreTrainedModel], auto_classes: di
     for auto_class, model_class in auto_classes.items():
         model_class.register_for_auto_class(auto_class)
     family.auto_classes = dict(auto_classes)
-
-
-def check_same_attention(source: dict, config, path, convert_attention: bool) -> None:
-    """Raise when ``config`` asks for another mechanism or other settings than the checkpoint of this family
-    was saved with, unless ``convert_attention`` (then log the conversion)."""
-    saved = saved_attention(source)
-    requested = (config.attention_type, config.attention_config)
-    if saved[0] == requested[0] and build_settings(*saved) == build_settings(*requested):
-        return
-    described = [f"attention_type={kind!r}, attention_config={settings}" for kind, settings in (saved, requested)]
-    if not convert_attention:
-        raise ValueError(
-            f"{path} was saved with {described[0]}, but {described[1]} was asked for: its attention weights "
-            "would be dropped or misread. Load it without attention_type/attention_config, or pass "
-            "convert_attention=True (--convert_attention on the command line) to convert it explicitly (shared "
-            "weights are reused, the others initialised; both are listed)."
-        )
-    dropped = dropped_local_part(saved[1], requested[1])
-    logger.warning(f"Converting {path} from {described[0]} to {described[1]}.{dropped}")
-
-
-def dropped_local_part(saved: dict, requested: dict) -> str:
-    """A sentence naming the checkpoint's local part (``local_block`` / ``local_window``) that the requested settings
-    do not keep (another ``attention_type`` starts from its own defaults), and how to keep it; else ""."""
-    lost = {name: value for name in ("local_block", "local_window")
-            if (value := (saved or {}).get(name)) is not None and requested.get(name) is None}
-    if not lost:
-        return ""
-    keep = ", ".join(f"{name}={value}" for name, value in lost.items())
-    flags = " ".join(f"--{name} {value}" for name, value in lost.items())
-    return f" Its local part ({keep}) is not kept: pass {keep} ({flags} on the command line) to keep it."

@@ -9,14 +9,14 @@ import argparse
 import json
 from pathlib import Path
 
-from ..argument_types import hub_id, learning_rate, positive_int, share
+from ..options.argument_types import hub_id, learning_rate, positive_int, share
 from ..conversion.convert import convert
 from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
-from ..hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
-from ..model_classes import all_tasks
+from ..models.hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
+from ..models.model_classes import all_tasks
 from ..modeling.attentions import list_attentions
-from ..user_errors import refuse_options_without
-from ..window_options import add_window_arguments, with_window_settings
+from ..options.user_errors import refuse_options_without
+from ..options.window_options import add_window_arguments, with_window_settings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

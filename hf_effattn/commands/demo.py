@@ -159,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    from ..output_folders import check_output_folder
+    from ..folders.output_folders import check_output_folder
 
     quiet_libraries()
     size = QUICK if args.quick else FULL

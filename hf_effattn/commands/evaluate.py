@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..argument_types import bounded_int, non_negative_int, positive_int
+from ..options.argument_types import bounded_int, non_negative_int, positive_int
 from ..evaluation.retrieval import PASSAGE_LENGTH
 
 

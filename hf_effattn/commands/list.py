@@ -15,7 +15,7 @@ import difflib
 import fnmatch
 
 from ..modeling.attentions import describe_attention, list_attentions
-from ..presets import ARCHITECTURES, list_models
+from ..models.presets import ARCHITECTURES, list_models
 
 FLAGS = ("carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
 

@@ -4,7 +4,7 @@ Each subcommand lives in the module of :mod:`hf_effattn.commands` named after it
 ``train_task.py``), which provides ``add_arguments(parser)`` and ``run(args)``. Those modules import their heavy
 dependencies (datasets, accelerate, matplotlib) inside ``run`` so that building the parser stays fast, and only the
 subcommand named on the command line is imported: ``hf-effattn --help``, ``--version`` and an unknown command
-answer without importing PyTorch or Transformers. A user error (:mod:`hf_effattn.user_errors`) prints one line and
+answer without importing PyTorch or Transformers. A user error (:mod:`hf_effattn.options.user_errors`) prints one line and
 exits with status 2; ``--debug`` shows its traceback instead.
 """
 
@@ -16,7 +16,7 @@ import sys
 from collections.abc import Iterable
 from importlib.metadata import version
 
-from ..user_errors import OneLineParser, user_errors_reported
+from ..options.user_errors import OneLineParser, user_errors_reported
 from ..version import __version__
 
 SUBCOMMANDS = {  # name -> what it does; its module is hf_effattn.commands.<name, "-" as "_">

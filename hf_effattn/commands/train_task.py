@@ -9,7 +9,7 @@ import json
 import torch
 
 from ..modeling.attentions import list_attentions
-from ..output_folders import check_output_file, write_file_into_place
+from ..folders.output_folders import check_output_file, write_file_into_place
 from ..synthetic_tasks.model import NORM_STYLES, POOLINGS
 from ..synthetic_tasks.training import TASKS, train_task
 

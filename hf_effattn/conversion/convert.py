@@ -15,7 +15,7 @@ module folders (pooling; a module that saves no files, such as Normalize, has no
 ``SentenceTransformer(folder, trust_remote_code=True)`` loads it. Settings that change weight shapes need
 ``--ignore_mismatched_sizes``; a refused conversion is one line on stderr and exit status 2.
 
-Nothing on disk is lost (:mod:`~hf_effattn.output_folders`): the output folder is checked before anything
+Nothing on disk is lost (:mod:`~hf_effattn.folders.output_folders`): the output folder is checked before anything
 loads (never the checkpoint's own or the transfer data's, nor inside or around them; one that is not empty only with
 ``--overwrite_output_dir``, which replaces it whole) and written into a temporary folder moved into place once
 complete. So is the request
@@ -41,17 +41,17 @@ from pathlib import Path
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
-from ..argument_types import MAX_LEARNING_RATE
-from ..hub_or_local import check_found, check_hub_id
-from ..hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
+from ..options.argument_types import MAX_LEARNING_RATE
+from ..folders.hub_or_local import check_found, check_hub_id
+from ..models.hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
 from ..model_cards import (
     CardContent, card_base_model, card_license, converted_kind, source_architecture, write_model_card,
 )
-from ..model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
+from ..models.model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
 from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair, saved_attention
 from ..modeling.settings import Spec, checked
-from ..output_folders import Input, prepare_output_folder, written_into_place
-from ..sentence_transformers_folder import copy_sentence_transformers_modules, sentence_embedding
+from ..folders.output_folders import Input, prepare_output_folder, written_into_place
+from ..folders.sentence_transformers_folder import copy_sentence_transformers_modules, sentence_embedding
 from .transfer import check_softmax, load_teacher, transfer_attention, transfer_length
 
 logger = logging.get_logger(__name__)
@@ -75,7 +75,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
     ViT checkpoint): e.g. to extend one of ours with ``max_length``.
 
-    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.output_folders`): it may not be, contain or
+    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.folders.output_folders`): it may not be, contain or
     lie inside the checkpoint or the transfer data, nor be a folder that is not empty unless
     ``overwrite_output_dir``, which replaces it whole.
     It is written into a temporary folder beside it and moved into place once complete.

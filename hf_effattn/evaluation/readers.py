@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import torch
 
 from ..block_tokens import framed_blocks
-from ..hybrid_parts import has_hybrid_layers, only_part
+from ..models.hybrid_parts import has_hybrid_layers, only_part
 from .masked_lm_model import model_block
 
 

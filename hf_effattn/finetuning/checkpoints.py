@@ -7,7 +7,7 @@ model by the task's main metric), apart from the Hub-ready files of the output f
 
 A kill at any moment leaves no half-written checkpoint: each folder is written into a temporary sibling
 (``.<name>.partial``) and renamed into place once complete; a folder it replaces is first moved aside
-(``.<name>.replaced``) and removed afterwards (:func:`~hf_effattn.folder_replacement.move_into_place`, as output
+(``.<name>.replaced``) and removed afterwards (:func:`~hf_effattn.folders.folder_replacement.move_into_place`, as output
 folders are written); the next run removes what a killed save left (:func:`remove_unfinished_saves`). ``latest``
 takes only ``step_<N>`` and ``epoch_<N>`` folders, and skips, naming it in a warning, one whose training state is
 missing or unreadable.
@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..folder_replacement import PARTIAL_SUFFIX, REPLACED_SUFFIX, move_into_place, temporary_sibling
-from ..output_folders import CHECKPOINTS_DIR
+from ..folders.folder_replacement import PARTIAL_SUFFIX, REPLACED_SUFFIX, move_into_place, temporary_sibling
+from ..folders.output_folders import CHECKPOINTS_DIR
 from .fingerprint import fingerprint_differences
 
 STATE_FILE = "training_state.json"

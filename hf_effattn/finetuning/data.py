@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import torch
 
-from ..argument_types import percentage, positive_int
+from ..options.argument_types import percentage, positive_int
 from .metrics import MetricSpec
 
 FILE_LOADERS = {".csv": "csv", ".json": "json", ".jsonl": "json", ".parquet": "parquet"}

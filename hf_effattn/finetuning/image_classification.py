@@ -5,7 +5,7 @@ hf_effattn.finetuning.image_classification``) with the script's options; from Py
 or :func:`train` (the options as keyword arguments)."""
 
 from ..model_cards import IMAGE_CLASSIFICATION
-from ..user_errors import run_script
+from ..options.user_errors import run_script
 from .image_data import add_image_data_arguments, prepare_image_data
 from .models import check_classifier_options, load_image_classifier, load_image_processor
 from .run import Recipe

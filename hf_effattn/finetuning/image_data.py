@@ -17,7 +17,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..argument_types import non_negative_int
+from ..options.argument_types import non_negative_int
 from .data import (
     LabelInfo,
     PreparedData,

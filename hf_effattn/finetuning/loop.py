@@ -27,11 +27,11 @@ from pathlib import Path
 
 import torch
 
-from ..hybrid_parts import (
+from ..models.hybrid_parts import (
     WindowDropout, check_mechanism_weights, check_window_dropout, only_part, with_mechanism_weight_group,
 )
-from ..output_folders import OutputFolder
-from ..user_errors import TrainingDiverged
+from ..folders.output_folders import OutputFolder
+from ..options.user_errors import TrainingDiverged
 from .checkpoints import (
     BEST_DIR,
     TrainingState,
@@ -93,7 +93,7 @@ def setup_logging(accelerator) -> None:
 def parameter_groups(model, weight_decay: float, mechanism_weight_learning_rate: float | None) -> list[dict]:
     """AdamW parameter groups: weight decay on everything but biases and normalisation weights; the hybrid layers'
     gates in a group of their own, at ``mechanism_weight_learning_rate`` and without weight decay
-    (:func:`~hf_effattn.hybrid_parts.with_mechanism_weight_group`)."""
+    (:func:`~hf_effattn.models.hybrid_parts.with_mechanism_weight_group`)."""
     decayed, plain = [], []
     for name, parameter in model.named_parameters():
         if parameter.requires_grad:

@@ -27,11 +27,11 @@ import math
 import torch
 import torch.nn.functional as F
 
-from ..argument_types import positive_int
+from ..options.argument_types import positive_int
 from ..model_cards import CardKind
 from ..modeling import pretrained
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
-from ..user_errors import run_script
+from ..options.user_errors import run_script
 from .arguments import check_against_model
 from .loop import Finetuner
 from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from ..argument_types import positive_int, probability
+from ..options.argument_types import positive_int, probability
 from ..block_tokens import content_fitting, framed_blocks, special_tokens_mask
 from .data import (
     FILE_LOADERS,

@@ -18,7 +18,7 @@ import logging
 
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForSequenceClassification
 from ..modeling.modeling_effattn_vit import EffAttnViTForImageClassification
-from ..presets import create_config, create_model, list_models, resolve
+from ..models.presets import create_config, create_model, list_models, resolve
 from .arguments import check_against_model
 from .data import LabelInfo
 
@@ -57,7 +57,7 @@ def checkpoint_source(args: argparse.Namespace, family: str, purpose: str) -> di
     transfer from a checkpoint whose attention is not softmax."""
     from transformers import PreTrainedConfig
 
-    from ..model_classes import loadable_model_types
+    from ..models.model_classes import loadable_model_types
     from ..conversion.transfer import check_softmax
 
     source = PreTrainedConfig.get_config_dict(args.model_name_or_path)[0]

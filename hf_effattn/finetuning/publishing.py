@@ -14,7 +14,7 @@ import logging
 from pathlib import Path
 from typing import Callable
 
-from ..hub_or_local import hub_offline
+from ..folders.hub_or_local import hub_offline
 from .checkpoints import CHECKPOINTS_DIR
 from .lora import is_peft_model, save_adapter_folder
 

@@ -7,7 +7,7 @@ options as keyword arguments.
 What a run refuses comes first, each check before anything it does not need: inputs named as local folders that
 do not exist, the options against the model's config (:attr:`Recipe.check_options`: no weights or data loaded),
 the device's mixed precision, the output folder against the run's inputs and what it holds
-(:mod:`hf_effattn.output_folders`), the settings of a checkpoint to resume, the tokenizer or image processor, and
+(:mod:`hf_effattn.folders.output_folders`), the settings of a checkpoint to resume, the tokenizer or image processor, and
 the model, before the data wherever its head does not depend on the data's labels (``run_mlm.py``'s).
 """
 
@@ -21,12 +21,12 @@ from typing import Callable
 
 from ..conversion.convert import size_tokenizer
 from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, transfer_attention
-from ..hub_or_local import check_found
-from ..hybrid_parts import has_hybrid_layers, mechanism_weights
-from ..keyword_options import errors_raised, keyword_argv
+from ..folders.hub_or_local import check_found
+from ..models.hybrid_parts import has_hybrid_layers, mechanism_weights
+from ..options.keyword_options import errors_raised, keyword_argv
 from ..model_cards import CardContent, CardKind, card_base_model, card_license, card_writer
-from ..output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
-from ..sentence_transformers_folder import (
+from ..folders.output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
+from ..folders.sentence_transformers_folder import (
     copy_sentence_transformers_modules, sentence_embedding, warn_modules_not_carried,
 )
 from .arguments import build_parser, run_inputs, settle_model_options
@@ -122,7 +122,7 @@ class Recipe:
 
 def check_inputs_found(args) -> None:
     """A model, tokenizer, image processor or dataset that names a local folder that does not exist is refused
-    (:func:`~hf_effattn.hub_or_local.check_found`), not looked up on the Hub; presets are names."""
+    (:func:`~hf_effattn.folders.hub_or_local.check_found`), not looked up on the Hub; presets are names."""
     for option, what in HUB_OR_LOCAL_OPTIONS.items():
         value = getattr(args, option, None)
         if value and not is_preset(value):
@@ -149,7 +149,7 @@ def copy_source_modules(args, model, folder) -> None:
 
 
 def prepare_output_folder(args, processes) -> OutputFolder:
-    """Check ``--output_dir`` against the run's inputs and what it holds (:mod:`hf_effattn.output_folders`), after
+    """Check ``--output_dir`` against the run's inputs and what it holds (:mod:`hf_effattn.folders.output_folders`), after
     putting right what a killed run left; return where the run writes (beside ``--output_dir`` when it replaces the
     folder). ``processes``: the run's ``Accelerator`` (or Accelerate's ``PartialState``); the main process writes."""
     if processes.is_main_process:

@@ -4,7 +4,7 @@
 script's options; from Python, :func:`main` (a command line) or :func:`train` (the options as keyword arguments)."""
 
 from ..model_cards import TEXT_CLASSIFICATION
-from ..user_errors import run_script
+from ..options.user_errors import run_script
 from .models import check_classifier_options, load_text_classifier, load_tokenizer
 from .run import Recipe
 from .text_data import add_text_data_arguments, prepare_text_data

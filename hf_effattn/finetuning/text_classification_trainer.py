@@ -16,7 +16,7 @@ model card of ``model_cards/template.md`` (and a sentence-transformers checkpoin
 and the folder holds the adapter and its base (:mod:`hf_effattn.finetuning.lora`); ``--push_to_hub`` uploads it with
 hf_effattn's publisher (and not Trainer's, which would replace the card): only the Hub-ready files, never Trainer's
 ``checkpoint-*`` folders or pickles (``publishing.HUB_IGNORE_PATTERNS``), and the card names the repository as the
-Hub does. The output folder follows the rule of the other scripts (:mod:`hf_effattn.output_folders`): never one of
+Hub does. The output folder follows the rule of the other scripts (:mod:`hf_effattn.folders.output_folders`): never one of
 the run's inputs, and a folder that holds files replaced whole, at the run's first checkpoint or its end, with
 ``--overwrite_output_dir``. ``--resume_from_checkpoint latest`` continues from the newest ``checkpoint-*`` in
 ``--output_dir``, as in the other scripts.
@@ -33,15 +33,15 @@ import numpy as np
 from transformers import HfArgumentParser, Trainer, TrainerCallback, TrainingArguments
 from transformers.trainer_utils import get_last_checkpoint
 
-from ..argument_types import MAX_LEARNING_RATE
-from ..hybrid_parts import (
+from ..options.argument_types import MAX_LEARNING_RATE
+from ..models.hybrid_parts import (
     WindowDropout, check_mechanism_weights, has_hybrid_layers, mechanism_weights, only_part, with_mechanism_weight_group,
 )
-from ..keyword_options import errors_raised, keyword_argv
+from ..options.keyword_options import errors_raised, keyword_argv
 from ..model_cards import TEXT_CLASSIFICATION, CardContent, card_base_model, card_license, card_writer
-from ..output_folders import OutputFolder
-from ..sentence_transformers_folder import sentence_embedding
-from ..user_errors import command_name, run_script
+from ..folders.output_folders import OutputFolder
+from ..folders.sentence_transformers_folder import sentence_embedding
+from ..options.user_errors import command_name, run_script
 from .arguments import add_lora_arguments, add_model_arguments, check_against_model, settle_model_options
 from .fingerprint import fingerprint_differences, model_shape
 from .lora import add_lora, check_lora_arguments, is_peft_model, lora_settings, save_adapter_folder
@@ -85,7 +85,7 @@ def parse_args(argv: list[str] | None = None, parser: HfArgumentParser | None = 
 
 def check_training_arguments(training_args: TrainingArguments) -> None:
     """Counts, learning rates and weight decays that ``TrainingArguments`` accepts but no run can train with (the other
-    scripts' ranges, :mod:`hf_effattn.argument_types`), and fp16 on a CPU, refused before anything loads."""
+    scripts' ranges, :mod:`hf_effattn.options.argument_types`), and fp16 on a CPU, refused before anything loads."""
     for name in ("gradient_accumulation_steps", "per_device_train_batch_size", "per_device_eval_batch_size"):
         if getattr(training_args, name) < 1:
             raise ValueError(f"--{name} {getattr(training_args, name)}: it must be at least 1.")
@@ -163,7 +163,7 @@ class InPlaceAtFirstSave(TrainerCallback):
 
 
 class WindowDropoutEachStep(TrainerCallback):
-    """``--window_dropout`` under Trainer: on the optimizer steps that :class:`~hf_effattn.hybrid_parts.WindowDropout`
+    """``--window_dropout`` under Trainer: on the optimizer steps that :class:`~hf_effattn.models.hybrid_parts.WindowDropout`
     draws (from ``--seed`` and the step), the hybrid layers run the mechanism alone; after every step a mechanism
     weight that stopped being a number stops the run, naming the step."""
 
@@ -180,7 +180,7 @@ class WindowDropoutEachStep(TrainerCallback):
 
 class GatesOwnGroupTrainer(Trainer):
     """Trainer whose optimizer holds the hybrid layers' gates in a group of their own, as the other scripts' loop
-    does (:func:`~hf_effattn.hybrid_parts.with_mechanism_weight_group`, ``--mechanism_weight_learning_rate``)."""
+    does (:func:`~hf_effattn.models.hybrid_parts.with_mechanism_weight_group`, ``--mechanism_weight_learning_rate``)."""
 
     def __init__(self, *args, mechanism_weight_learning_rate: float, **kwargs):
         super().__init__(*args, **kwargs)

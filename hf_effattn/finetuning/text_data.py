@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from ..argument_types import positive_int
+from ..options.argument_types import positive_int
 from .data import (
     PreparedData,
     add_dataset_arguments,

@@ -41,7 +41,7 @@ import statistics
 from rows import LONG, ROWS
 from runs import default_device, kept, read_jsonl, set_threads, write_result
 
-from hf_effattn.argument_types import positive_int
+from hf_effattn.options.argument_types import positive_int
 from hf_effattn.benchmark.machine import machine_description
 
 KIND = "cost"

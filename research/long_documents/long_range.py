@@ -81,7 +81,7 @@ def folder_losses(folder, length: int, part: str | None = None, block: int | Non
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
-    from hf_effattn.hybrid_parts import only_part
+    from hf_effattn.models.hybrid_parts import only_part
 
     model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device()).eval()
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -45,7 +45,7 @@ def held_factor(row) -> float:
 def gate_odds_scaled(model, factor: float):
     """Within the block every hybrid layer's gate odds ``sigma / (1 - sigma)`` are ``factor`` times their own; after
     it, their own again (the very values)."""
-    from hf_effattn.hybrid_parts import hybrid_layers
+    from hf_effattn.models.hybrid_parts import hybrid_layers
 
     logits = [layer.window.mechanism_logit for layer in hybrid_layers(model)]
     saved = [logit.detach().clone() for logit in logits]
@@ -62,7 +62,7 @@ def memory_shares(name: str, length: int) -> list[float]:
     """Each layer's mean memory share (module docstring) over ``SHARE_DOCUMENTS`` documents read at ``length``."""
     import torch
 
-    from hf_effattn.hybrid_parts import hybrid_layers
+    from hf_effattn.models.hybrid_parts import hybrid_layers
     from hf_effattn.modeling import local_blocks
     from represent import documents, embed, load, reader
 

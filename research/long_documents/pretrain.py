@@ -133,7 +133,7 @@ def evaluate_folder(folder: Path, length: int, block: int | None = None) -> dict
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
-    from hf_effattn.hybrid_parts import has_hybrid_layers, mechanism_weights, only_part
+    from hf_effattn.models.hybrid_parts import has_hybrid_layers, mechanism_weights, only_part
 
     model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device())
     tokenizer = AutoTokenizer.from_pretrained(folder)

@@ -80,7 +80,7 @@ def measure(row: str) -> dict:
     from transformers import AutoTokenizer
 
     from hf_effattn import EffAttnRobertaForMaskedLM
-    from hf_effattn.hybrid_parts import only_part
+    from hf_effattn.models.hybrid_parts import only_part
 
     folder, length, _, block = reader(f"{row}@mlm")
     model = EffAttnRobertaForMaskedLM.from_pretrained(folder).to(default_device()).eval()

@@ -181,7 +181,7 @@ def measure(name: str, length: int, min_tokens: int = LONG, adjust=None) -> dict
 
     import torch
 
-    from hf_effattn.hybrid_parts import only_part
+    from hf_effattn.models.hybrid_parts import only_part
 
     chosen = reader(name)
     model, tokenizer = load(chosen, length)

@@ -63,7 +63,7 @@ def test_import_hf_effattn_imports_neither_and_every_name_resolves():
     assert all(getattr(hf_effattn, name) is not None for name in hf_effattn.__all__)
     assert set(hf_effattn.__all__) <= set(dir(hf_effattn))
     assert hf_effattn.EffAttnRobertaModel is modeling_effattn_roberta.EffAttnRobertaModel
-    assert callable(hf_effattn.convert) and hf_effattn.presets.list_models is hf_effattn.list_models
+    assert callable(hf_effattn.convert) and hf_effattn.models.presets.list_models is hf_effattn.list_models
     with pytest.raises(AttributeError, match="module 'hf_effattn' has no attribute 'EffAttnRobertaModle'"):
         hf_effattn.EffAttnRobertaModle
 

@@ -12,7 +12,7 @@ from huggingface_hub import constants
 from huggingface_hub.utils import _http
 
 from hf_effattn.commands import main as cli
-from hf_effattn.hub_or_local import check_reachable
+from hf_effattn.folders.hub_or_local import check_reachable
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import hf_effattn
 from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torch thread)
 from helpers.finetuning import NUM_WORDS, load_script, tiny_text_checkpoint, training_options
 from hf_effattn.commands import main as cli
-from hf_effattn.hybrid_parts import mechanism_weights
+from hf_effattn.models.hybrid_parts import mechanism_weights
 from test_hybrid_training import convert_refusal
 
 OWN_LENGTH = 32  # the tiny checkpoint's positions (tests/helpers/finetuning.py)

@@ -15,7 +15,7 @@ from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torc
 from helpers.finetuning import load_script, tiny_text_checkpoint, training_options
 from helpers.models import save_source, text_config
 from hf_effattn.commands import main as cli
-from hf_effattn.hybrid_parts import WindowDropout, mechanism_weights
+from hf_effattn.models.hybrid_parts import WindowDropout, mechanism_weights
 
 WORDS = ["alpha", "beta", "gamma", "delta", "kernel", "window", "token", "layer"]
 

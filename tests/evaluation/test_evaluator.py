@@ -15,7 +15,7 @@ from hf_effattn.evaluation import evaluate
 from hf_effattn.evaluation.fixed_masking import IGNORED, mask_document
 from hf_effattn.evaluation.long_context_words import long_context_targets
 from hf_effattn.evaluation.retrieval import passage_start
-from hf_effattn.hybrid_parts import only_part
+from hf_effattn.models.hybrid_parts import only_part
 
 MEASURES = ("masked_lm_loss", "long_context_loss", "retrieval_recall_at_1")
 

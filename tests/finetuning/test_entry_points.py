@@ -53,7 +53,7 @@ def test_every_script_is_a_thin_file_that_runs_its_package_module():
         tree = ast.parse((REPO / "finetune" / script).read_text())
         imports = [node for node in tree.body if isinstance(node, ast.ImportFrom)]
         assert [(node.module, [alias.name for alias in node.names]) for node in imports] == [
-            (module, ["main"]), ("hf_effattn.user_errors", ["run_script"])], script
+            (module, ["main"]), ("hf_effattn.options.user_errors", ["run_script"])], script
     assert sorted(path.name for path in (REPO / "finetune").glob("*.py")) == sorted(MODULES)
 
 

@@ -14,7 +14,7 @@ from helpers.red_team import mlm_argv, text_argv, texts_file, trainer_argv
 
 from hf_effattn.modeling import fast_paths
 from hf_effattn.modeling.pretrained import EffAttnPreTrainedModel
-from hf_effattn.user_errors import run_script
+from hf_effattn.options.user_errors import run_script
 
 REFUSAL = ("error: The fast paths are required (HF_EFFATTN_FAST_PATHS=fast, or fast_paths('fast')), but none can run "
            "here: the tensors are on cpu, this fast path is for cuda. Set HF_EFFATTN_FAST_PATHS=auto (or unset it; in "

@@ -36,7 +36,7 @@ from helpers.models import BLOCK_PACKAGE, MINILM
 from hf_effattn import EffAttnRobertaForMaskedLM
 from hf_effattn.finetuning.checkpoints import latest_checkpoint
 from hf_effattn.finetuning.data import example_generator
-from hf_effattn.user_errors import run_script
+from hf_effattn.options.user_errors import run_script
 
 BLOCK = 16  # tokens per example
 

@@ -54,7 +54,7 @@ def test_card_metadata_for_hub_datasets_and_checkpoints():
 @pytest.mark.parametrize("framed", [True, False])
 def test_a_card_tells_to_frame_long_inputs_in_blocks_only_where_the_model_was_pretrained_so(framed):
     from hf_effattn.finetuning.masked_lm import MASKED_LM
-    from hf_effattn.sentence_transformers_folder import SentenceEmbedding
+    from hf_effattn.folders.sentence_transformers_folder import SentenceEmbedding
 
     settings = {"max_seq_length": 2048, "shuffled_pieces": 512, **({"block_special_tokens": True} if framed else {})}
     text = render_model_card(card_content(

@@ -27,8 +27,8 @@ from hf_effattn.conversion import convert
 from hf_effattn.finetuning import masked_lm
 from hf_effattn.finetuning import text_classification_trainer as trainer_script
 from hf_effattn.finetuning.models import classifier_config
-from hf_effattn.hybrid_parts import check_mechanism_weights
-from hf_effattn.user_errors import TrainingDiverged
+from hf_effattn.models.hybrid_parts import check_mechanism_weights
+from hf_effattn.options.user_errors import TrainingDiverged
 
 SMALL = dict(num_hidden_layers=1, hidden_size=32, num_attention_heads=4, intermediate_size=64, vocab_size=100)
 

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/, for the 
 from helpers.forked import run_forked  # noqa: E402
 
 from hf_effattn.conversion import convert
-from hf_effattn.folder_replacement import REPLACED_SUFFIX
+from hf_effattn.folders.folder_replacement import REPLACED_SUFFIX
 
 
 def die() -> None:

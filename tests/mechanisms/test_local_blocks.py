@@ -11,7 +11,7 @@ import pytest
 import torch
 
 import hf_effattn
-from hf_effattn.hybrid_parts import mechanism_weights, only_part
+from hf_effattn.models.hybrid_parts import mechanism_weights, only_part
 from hf_effattn.modeling.kernel_attention import KernelAttention
 from hf_effattn.modeling.local_blocks import AlignedBlocks
 from helpers.mechanisms import WINDOWED, build, random_batch

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import hf_effattn
-from hf_effattn.hybrid_parts import (
+from hf_effattn.models.hybrid_parts import (
     WindowDropout, check_mechanism_weights, check_window_dropout, mechanism_weights, only_part,
 )
 from helpers.mechanisms import WINDOWED, build, random_batch

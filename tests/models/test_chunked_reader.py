@@ -114,7 +114,7 @@ def test_a_checkpoint_converted_to_blocks_starts_its_gates_at_the_documented_val
     """The gates are new parameters of a converted checkpoint: initialised (never left as allocated), at the
     documented default beside blocks (0.01 for a memory mixed per head, every mechanism's by default; 1e-4 for a
     kernelized one under the blocks' normaliser) or at ``initial_mechanism_weight``."""
-    from hf_effattn.hybrid_parts import mechanism_weights
+    from hf_effattn.models.hybrid_parts import mechanism_weights
 
     save_source(RobertaModel, "roberta", tmp_path)
     model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type=attention_type, local_block=CHUNK,

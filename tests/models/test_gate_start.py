@@ -9,7 +9,7 @@ import torch
 from helpers.models import MECHANISMS, text_config, text_inputs
 
 import hf_effattn
-from hf_effattn.hybrid_parts import mechanism_weights
+from hf_effattn.models.hybrid_parts import mechanism_weights
 from hf_effattn.modeling.attention_base import EfficientAttention
 
 WITH_BLOCKS = [name for name in MECHANISMS

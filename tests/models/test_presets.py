@@ -6,7 +6,7 @@ import pytest
 
 import hf_effattn
 from helpers.mechanisms import NO_LOCAL_PART
-from hf_effattn.presets import ARCHITECTURES, create_config
+from hf_effattn.models.presets import ARCHITECTURES, create_config
 
 TINY = dict(num_hidden_layers=1, hidden_size=24, num_attention_heads=2, intermediate_size=32)
 

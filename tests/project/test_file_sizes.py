@@ -36,7 +36,7 @@ def lines(name: str) -> int:
 
 def test_no_source_file_is_over_350_lines_but_the_model_files():
     sources = [name for pattern in SOURCES for name in repository_files(pattern)]
-    assert "hf_effattn/output_folders.py" in sources and "finetune/run_mlm.py" in sources
+    assert "hf_effattn/folders/output_folders.py" in sources and "finetune/run_mlm.py" in sources
     too_long = {name: lines(name) for name in sources
                 if lines(name) > SOURCE_LIMIT and not fnmatch.fnmatch(name, MODEL_FILES)}
     assert too_long == {}

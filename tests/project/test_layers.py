@@ -23,13 +23,9 @@ LAYERS = {
                    "hf_effattn.modeling.chord_mixes"],
     "encoder": ["hf_effattn.modeling.encoder", "hf_effattn.modeling.outputs"],
     "models": ["hf_effattn.modeling.*"],
-    "foundations": ["hf_effattn.version", "hf_effattn.user_errors",
-                    "hf_effattn.argument_types", "hf_effattn.window_options",
-                    "hf_effattn.hybrid_parts", "hf_effattn.model_classes",
-                    "hf_effattn.presets", "hf_effattn.metrics", "hf_effattn.metrics.*", "hf_effattn.model_cards",
-                    "hf_effattn.model_cards.*", "hf_effattn.output_folders", "hf_effattn.folder_replacement",
-                    "hf_effattn.hub_or_local", "hf_effattn.block_tokens", "hf_effattn.keyword_options",
-                    "hf_effattn.sentence_transformers_folder"],
+    "foundations": ["hf_effattn.version", "hf_effattn.options", "hf_effattn.options.*", "hf_effattn.folders",
+                    "hf_effattn.folders.*", "hf_effattn.models", "hf_effattn.models.*", "hf_effattn.block_tokens",
+                    "hf_effattn.metrics", "hf_effattn.metrics.*", "hf_effattn.model_cards", "hf_effattn.model_cards.*"],
     "conversion, benchmark, synthetic tasks": ["hf_effattn.conversion", "hf_effattn.conversion.*",
                                                "hf_effattn.benchmark", "hf_effattn.benchmark.*",
                                                "hf_effattn.synthetic_tasks", "hf_effattn.synthetic_tasks.*",
@@ -188,8 +184,8 @@ def test_no_study_s_scripts_import_in_a_cycle():
 def test_the_checker_sees_imports_inside_functions_and_relative_imports():
     """The rule is only as good as the parser: the card's module-level imports, and the package's
     function-level ones, are found."""
-    assert {"hf_effattn.model_classes", "hf_effattn.presets", "hf_effattn.model_cards.source_card",
+    assert {"hf_effattn.models.model_classes", "hf_effattn.models.presets", "hf_effattn.model_cards.source_card",
             "hf_effattn.version"} <= IMPORTS["hf_effattn.model_cards.card"]
     assert "hf_effattn.conversion.transfer.data" in IMPORTS["hf_effattn.conversion.convert"]  # inside a function
-    assert "hf_effattn.model_classes" in IMPORTS["hf_effattn.finetuning.models"]  # inside a function
-    assert "hf_effattn.modeling.attentions" in IMPORTS["hf_effattn.presets"]  # ``from .modeling.attentions import``
+    assert "hf_effattn.models.model_classes" in IMPORTS["hf_effattn.finetuning.models"]  # inside a function
+    assert "hf_effattn.modeling.attentions" in IMPORTS["hf_effattn.models.presets"]  # ``from .modeling.attentions import``

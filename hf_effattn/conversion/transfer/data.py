@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ...user_errors import one_line
+from ...options.user_errors import one_line
 
 TEXT_COLUMNS = ("text", "sentence", "content", "document", "question", "sentence1", "premise", "title")
 IMAGE_COLUMNS = ("image", "img")

@@ -50,7 +50,7 @@ def masked_cosine(prediction: torch.Tensor, target: torch.Tensor, padding_mask) 
 @torch.no_grad()
 def measure(model: nn.Module, teacher: nn.Module, batches: list[dict]) -> tuple[list[tuple[float, float]], float]:
     """Per layer ``(MSE, cosine)`` under teacher forcing, and the last hidden state's token cosine, averaged
-    over ``batches`` (in eval mode; the hybrid layers' parts as :func:`~hf_effattn.hybrid_parts.only_part` sets
+    over ``batches`` (in eval mode; the hybrid layers' parts as :func:`~hf_effattn.models.hybrid_parts.only_part` sets
     them)."""
     device = next(model.parameters()).device
     was_training = model.training

@@ -19,11 +19,11 @@ from typing import Iterable, Iterator
 import torch
 from torch import nn
 
-from ...hybrid_parts import (
+from ...models.hybrid_parts import (
     MECHANISM_WEIGHT_LEARNING_RATE, WindowDropout, check_mechanism_weights, check_window_dropout, has_hybrid_layers,
     mechanism_weights, only_part, with_mechanism_weight_group,
 )
-from ...user_errors import TrainingDiverged
+from ...options.user_errors import TrainingDiverged
 from .losses import masked_mse, measure, model_inputs, student_outputs
 from .peak_memory import peak_memory
 from .report import TransferReport, layer_reports
@@ -85,7 +85,7 @@ def transfer_step(model: nn.Module, teacher: nn.Module, inputs: dict, parameters
     """One step's forward and backward (the optimizer's step is the caller's): the teacher's targets, every
     layer's loss, their sum's gradients clipped to ``max_grad_norm``; ``part``: the hybrid layers' part that runs
     alone this step (window dropout), or None; ``step``: its number, from 1, named if the loss is not finite
-    (:class:`~hf_effattn.user_errors.TrainingDiverged`). Returns the loss and the input length N."""
+    (:class:`~hf_effattn.options.user_errors.TrainingDiverged`). Returns the loss and the input length N."""
     layer_inputs, mask, targets, _ = teacher_targets(teacher, inputs)
     with only_part(model, part):
         outputs = student_outputs(model, layer_inputs, mask)
@@ -129,7 +129,7 @@ def transfer_attention(
         train: which parameters train: ``"mechanism"``, ``"attention"`` (default) or ``"attention_block"``.
         window_dropout: with a local window beside the mechanism, the share of steps on which the window is switched
             off, so that the mechanism's part learns to reproduce the teacher alone (see
-            :mod:`hf_effattn.hybrid_parts`); the draws depend on the step only.
+            :mod:`hf_effattn.models.hybrid_parts`); the draws depend on the step only.
         mechanism_weight_learning_rate: beside a local window or blocks, the learning rate of the gates (each head's
             weight on the mechanism's part), in a parameter group of their own.
         report_data: batches to measure before and after on (default: the first ``report_batches`` of ``data``).

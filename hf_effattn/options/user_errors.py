@@ -1,6 +1,6 @@
 """How the command-line tools (``hf-effattn`` and the ``finetune/`` scripts) report a user's error: a parser whose
 option errors are one line, and the report of a user error as one line and exit status 2 (their ``argparse`` types
-are :mod:`hf_effattn.argument_types`).
+are :mod:`hf_effattn.options.argument_types`).
 
 A *user error* is an exception of a type in :data:`USER_ERRORS`: the ``ValueError`` / ``TypeError`` that
 the package (and Transformers, datasets, huggingface_hub) raise for bad input (a training run that diverges,

@@ -22,9 +22,9 @@ from contextlib import contextmanager
 import torch
 from torch import nn
 
-from .modeling.attention_base import EfficientAttention
-from .modeling.encoder import EffAttnAttention
-from .user_errors import TrainingDiverged
+from ..modeling.attention_base import EfficientAttention
+from ..modeling.encoder import EffAttnAttention
+from ..options.user_errors import TrainingDiverged
 
 PARTS = ("window", "mechanism")
 
@@ -138,7 +138,7 @@ def with_mechanism_weight_group(groups: list[dict], model: nn.Module, learning_r
 
 
 def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate", step: int | None = None) -> None:
-    """Raise :class:`~hf_effattn.user_errors.TrainingDiverged` naming the first layer whose mechanism weight is NaN or
+    """Raise :class:`~hf_effattn.options.user_errors.TrainingDiverged` naming the first layer whose mechanism weight is NaN or
     infinite, and the training ``step`` when given (one host-device sync for all layers)."""
     layers = hybrid_layers(model)
     if not layers or bool(torch.isfinite(torch.cat([layer.window.mechanism_logit for layer in layers])).all()):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 import math
 
-from .hub_or_local import check_hub_id
+from ..folders.hub_or_local import check_hub_id
 
 
 def bounded_int(minimum: int):
@@ -65,7 +65,7 @@ non_negative_float = number_in(0, math.inf, "a number", low_included=True)
 
 
 def hub_id(text: str) -> str:
-    """An ``argparse`` type: a Hub model id (:func:`~hf_effattn.hub_or_local.check_hub_id`)."""
+    """An ``argparse`` type: a Hub model id (:func:`~hf_effattn.folders.hub_or_local.check_hub_id`)."""
     try:
         check_hub_id(text)
     except ValueError as error:

@@ -22,7 +22,7 @@ final save was *interrupted*, and ``--resume_from_checkpoint latest`` finishes i
 
 How a folder is replaced without loss on any filesystem (beside it and renamed, or in place for a symbolic link, a
 mount point or the working directory), and how the next command puts right what a kill left, is
-:mod:`hf_effattn.folder_replacement`'s.
+:mod:`hf_effattn.folders.folder_replacement`'s.
 """
 
 from __future__ import annotations
@@ -82,7 +82,7 @@ def check_not_an_input(output_dir, inputs: list[Input]) -> None:
 
 def prepare_output_folder(output_dir, inputs: list[Input], overwrite_output_dir: bool,
                           resuming: bool | None = None) -> bool:
-    """Put right what a killed command left (:func:`~hf_effattn.folder_replacement.restore_interrupted`), then
+    """Put right what a killed command left (:func:`~hf_effattn.folders.folder_replacement.restore_interrupted`), then
     :func:`check_output_folder`."""
     restore_interrupted(output_dir)
     return check_output_folder(output_dir, inputs, overwrite_output_dir, resuming)
@@ -158,7 +158,7 @@ class OutputFolder:
     @classmethod
     def replacing(cls, final, replaces: bool) -> "OutputFolder":
         """Write ``final`` in place, or, when ``replaces``, into a new staging folder
-        (:func:`~hf_effattn.folder_replacement.staging_folder`)."""
+        (:func:`~hf_effattn.folders.folder_replacement.staging_folder`)."""
         final = Path(final)
         return cls(final, staging_folder(final) if replaces else None)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import argparse
 
 from .argument_types import non_negative_int, open_interval, positive_int
-from .modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
+from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
 
 CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
 
@@ -36,8 +36,8 @@ def checkpoint_block(checkpoint: str) -> int:
     of L tokens is read as the checkpoint read its inputs (``hf_effattn.modeling.local_blocks``)."""
     from transformers import PreTrainedConfig
 
-    from .model_classes import family_of
-    from .modeling.modeling_effattn_roberta import EffAttnRobertaPreTrainedModel
+    from ..models.model_classes import family_of
+    from ..modeling.modeling_effattn_roberta import EffAttnRobertaPreTrainedModel
 
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
     own = (source.get("attention_config") or {}).get("local_block")

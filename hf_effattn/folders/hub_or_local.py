@@ -15,7 +15,7 @@ from pathlib import Path
 
 from huggingface_hub.utils import HFValidationError, validate_repo_id
 
-from .user_errors import one_line
+from ..options.user_errors import one_line
 
 TRUE_VALUES = {"1", "on", "yes", "true"}
 PROBE_TIMEOUT = 4  # seconds: a Hub that does not answer one request in this long is taken as unreachable

@@ -9,7 +9,7 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
 
 * ``name``: ``"<architecture>/<attention_type>"``; a bare architecture name means ``"sdpa"``. Unknown names
   raise with the closest known ones.
-* ``task``: which head (see ``TASKS`` in :mod:`hf_effattn.model_classes`). Default: sequence classification
+* ``task``: which head (see ``TASKS`` in :mod:`hf_effattn.models.model_classes`). Default: sequence classification
   (text) or image classification (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
   updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import model_classes
-from .modeling.attentions import list_attentions
-from .modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
+from ..modeling.attentions import list_attentions
+from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
 
 
 @dataclass(frozen=True)

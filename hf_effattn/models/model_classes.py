@@ -2,7 +2,7 @@
 
 A *family* is ``"text"`` (RoBERTa-style, :class:`~hf_effattn.EffAttnRobertaConfig`) or ``"vision"`` (ViT-style,
 :class:`~hf_effattn.EffAttnViTConfig`); a *task* names a head (``"base"`` is the bare encoder). Presets
-(:mod:`hf_effattn.presets`), conversion (:mod:`hf_effattn.conversion.convert`), the model card and the
+(:mod:`hf_effattn.models.presets`), conversion (:mod:`hf_effattn.conversion.convert`), the model card and the
 fine-tuning scripts all read these tables.
 
     model_class("text", "sequence-classification")     # EffAttnRobertaForSequenceClassification
@@ -12,9 +12,9 @@ fine-tuning scripts all read these tables.
 
 from __future__ import annotations
 
-from .modeling.configuration_effattn import EffAttnRobertaConfig, EffAttnViTConfig
-from .modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
-from .modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
+from ..modeling.configuration_effattn import EffAttnRobertaConfig, EffAttnViTConfig
+from ..modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
+from ..modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
 
 # task -> Auto class whose model it builds, per family.
 TASKS = {

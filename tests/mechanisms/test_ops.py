@@ -1,0 +1,130 @@
+"""Each mechanism's op (``modeling/ops_<name>.py``) equals its naive O(N^2) form in float64 on a padded batch (full,
+right-padded, left-padded, one real token): the context at real tokens, the state and the auxiliary loss, and the
+gradients of all of them to every input of the op. The naive forms also give the independent references'
+results (``helpers/references.py``), from the weights of a built layer.
+
+Every op here reads tensors made from a built layer (:data:`OPS`: for each mechanism, its op's inputs from the layer
+and the two forms, fast and naive, on them), made leaves so that the gradients reach them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import pytest
+import torch
+
+from hf_effattn.modeling.attention_base import AttentionOutput
+from hf_effattn.modeling.ops_singularformer import (
+    naive_singularformer_attention, singular_vectors, singularformer_attention, singularformer_aux_loss,
+)
+from helpers.mechanisms import build, mixed_batch
+from helpers.references import reference
+from helpers.tolerances import assert_float64_close
+
+
+@dataclass
+class Op:
+    """A mechanism's op under test: ``inputs(attn, x, mask, state)`` -> the op's tensors (a dict) from a built layer
+    and a state (the previous layer's, or None), and its two forms on them, ``fast`` and ``naive`` (each
+    ``(inputs, mask, attn) -> AttentionOutput``, ``attn`` giving the settings only)."""
+
+    inputs: Callable[..., dict]
+    fast: Callable[..., AttentionOutput]
+    naive: Callable[..., AttentionOutput]
+
+
+def singularformer_inputs(attn, x, mask, state):
+    query, key, value = attn.project(x)
+    return {"query": query, "key": key, "value": value, "logits": attn.pooling(x),
+            "previous_scores": state if attn.settings.residual_attention else None}
+
+
+def singularformer_fast(inputs, mask, attn):
+    """The layer's three steps, pooling Q, K and V (``pool_before_projection=False``)."""
+    alpha_hat, alpha = singular_vectors(inputs["logits"], mask)
+    pooled = [torch.matmul(alpha_hat[:, None], inputs[name]) for name in ("query", "key", "value")]
+    context, scores, core = singularformer_attention(*pooled, alpha, inputs["previous_scores"])
+    settings = attn.settings
+    aux_loss = singularformer_aux_loss(alpha_hat, alpha, core, mask, settings.gamma_orthogonal, settings.gamma_diagonal)
+    return AttentionOutput(context, scores, aux_loss)
+
+
+def singularformer_naive(inputs, mask, attn):
+    settings = attn.settings
+    return naive_singularformer_attention(**inputs, padding_mask=mask, gamma_orthogonal=settings.gamma_orthogonal,
+                                          gamma_diagonal=settings.gamma_diagonal)
+
+
+OPS = {"singularformer": Op(singularformer_inputs, singularformer_fast, singularformer_naive)}
+CASES = {
+    "singularformer": ("singularformer", {"gamma_orthogonal": 0.3, "gamma_diagonal": 0.7}),
+    "singularformer-r3-no-residual": ("singularformer", {"rank": 3, "residual_attention": False}),
+}
+
+
+def case_inputs(case_id: str, previous_state: bool):
+    """The layer of ``CASES[case_id]``, the padded batch (``x``, ``mask``) and its op's inputs as leaves (float64)."""
+    name, settings = CASES[case_id]
+    attn = build(name, settings)
+    x, mask = mixed_batch()
+    state = previous_state_of(attn, x) if previous_state else None
+    with torch.no_grad():
+        inputs = OPS[name].inputs(attn, x, mask, state)
+    leaves = {key: None if value is None else value.clone().requires_grad_() for key, value in inputs.items()}
+    return attn, x, mask, leaves
+
+
+def previous_state_of(attn, x: torch.Tensor) -> torch.Tensor | None:
+    """What a previous layer hands on to ``attn`` for the batch ``x``: its own output state on other inputs."""
+    if not attn.carries_state:
+        return None
+    with torch.no_grad():
+        return attn(torch.randn_like(x), None).state
+
+
+def scalar_of(output: AttentionOutput, mask: torch.Tensor) -> torch.Tensor:
+    """A scalar reading every output at real tokens with fixed, distinct weights: the context's real rows, the state
+    and the auxiliary loss."""
+    real = output.context[mask]
+    total = (real * torch.linspace(-1, 1, real.numel(), dtype=real.dtype).view_as(real)).sum()
+    if output.state is not None:
+        total = total + (output.state * torch.linspace(0, 1, output.state.numel(), dtype=real.dtype).view_as(
+            output.state)).sum()
+    return total if output.aux_loss is None else total + output.aux_loss
+
+
+def outputs_and_gradients(form, inputs: dict, mask: torch.Tensor, attn) -> list[torch.Tensor]:
+    """``form``'s context at real tokens, state, auxiliary loss and the gradients of :func:`scalar_of` to the inputs."""
+    output = form(inputs, mask, attn)
+    leaves = [value for value in inputs.values() if value is not None]
+    gradients = torch.autograd.grad(scalar_of(output, mask), leaves)
+    present = [value for value in (output.state, output.aux_loss) if value is not None]
+    return [output.context[mask], *present, *gradients]
+
+
+@pytest.mark.parametrize("previous_state", [False, True], ids=["first-layer", "with-state"])
+@pytest.mark.parametrize("case_id", CASES)
+def test_fast_op_equals_naive_form(case_id, previous_state):
+    attn, _, mask, inputs = case_inputs(case_id, previous_state)
+    op = OPS[CASES[case_id][0]]
+    fast = outputs_and_gradients(op.fast, inputs, mask, attn)
+    naive = outputs_and_gradients(op.naive, inputs, mask, attn)
+    assert len(fast) == len(naive)
+    for actual, expected in zip(fast, naive):
+        assert_float64_close(actual, expected)
+
+
+@pytest.mark.parametrize("case_id", CASES)
+def test_naive_form_matches_reference(case_id):
+    attn, x, mask, inputs = case_inputs(case_id, previous_state=False)
+    naive = OPS[CASES[case_id][0]].naive(inputs, mask, attn)
+    refs = reference(attn, x, mask)
+    for b, ref in enumerate(refs):
+        real = mask[b]
+        assert_float64_close(naive.context[b][real], ref.context)
+        assert_float64_close(naive.attentions[b][:, real][:, :, real], ref.attention.expand(attn.num_heads, -1, -1))
+        if ref.state is not None:
+            assert_float64_close(naive.state[b], ref.state)
+    if refs[0].aux_loss is not None:
+        assert_float64_close(naive.aux_loss, torch.stack([ref.aux_loss for ref in refs]).mean())

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from hf_effattn.modeling.attention_base import AttentionOutput
+from hf_effattn.modeling.ops_dba import dba_attention, naive_dba_attention
 from hf_effattn.modeling.ops_singularformer import (
     naive_singularformer_attention, singular_vectors, singularformer_attention, singularformer_aux_loss,
 )
@@ -56,10 +57,31 @@ def singularformer_naive(inputs, mask, attn):
                                           gamma_diagonal=settings.gamma_diagonal)
 
 
-OPS = {"singularformer": Op(singularformer_inputs, singularformer_fast, singularformer_naive)}
+def dba_inputs(attn, x, mask, state):
+    query, key, value = attn.project(x)
+    return {"query": query, "key": key, "value": value,
+            "compression_input": attn.compression_input_of(state, x.shape[0]),
+            "hidden_compression": attn.hidden_compression,
+            "row_logits": attn.reconstruction(attn.row_reconstruction, x),
+            "column_logits": attn.reconstruction(attn.column_reconstruction, x)}
+
+
+def dba_fast(inputs, mask, attn):
+    context, compressed_query, _ = dba_attention(**inputs, padding_mask=mask)
+    return AttentionOutput(context, compressed_query)
+
+
+def dba_naive(inputs, mask, attn):
+    return naive_dba_attention(**inputs, padding_mask=mask)
+
+
+OPS = {"singularformer": Op(singularformer_inputs, singularformer_fast, singularformer_naive),
+       "dba": Op(dba_inputs, dba_fast, dba_naive)}
 CASES = {
     "singularformer": ("singularformer", {"gamma_orthogonal": 0.3, "gamma_diagonal": 0.7}),
     "singularformer-r3-no-residual": ("singularformer", {"rank": 3, "residual_attention": False}),
+    "dba": ("dba", {}),
+    "dba-small": ("dba", {"compressed_length": 5, "compressed_dim": 6}),
 }
 
 

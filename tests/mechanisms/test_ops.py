@@ -16,6 +16,7 @@ import torch
 
 from hf_effattn.modeling.attention_base import AttentionOutput
 from hf_effattn.modeling.ops_dba import dba_attention, naive_dba_attention
+from hf_effattn.modeling.ops_kerformer import kerformer_attention, naive_kerformer_attention
 from hf_effattn.modeling.ops_singularformer import (
     naive_singularformer_attention, singular_vectors, singularformer_attention, singularformer_aux_loss,
 )
@@ -75,13 +76,34 @@ def dba_naive(inputs, mask, attn):
     return naive_dba_attention(**inputs, padding_mask=mask)
 
 
+def kerformer_inputs(attn, x, mask, state):
+    query, key, value = attn.project(x)
+    return {"query": query, "key": key, "value": value, "se_weights": attn.se_weights()}
+
+
+def kerformer_fast(inputs, mask, attn):
+    """The op in chunks of 4 tokens (``summary_chunk``), so that the chunked sums are checked too."""
+    context, _ = kerformer_attention(**inputs, padding_mask=mask, se_mode=attn.settings.se_mode,
+                                     eps=attn.settings.eps, summary_chunk=4)
+    return AttentionOutput(attn.merge_heads(context))
+
+
+def kerformer_naive(inputs, mask, attn):
+    return naive_kerformer_attention(**inputs, padding_mask=mask, se_mode=attn.settings.se_mode,
+                                     eps=attn.settings.eps)
+
+
 OPS = {"singularformer": Op(singularformer_inputs, singularformer_fast, singularformer_naive),
-       "dba": Op(dba_inputs, dba_fast, dba_naive)}
+       "dba": Op(dba_inputs, dba_fast, dba_naive),
+       "kerformer": Op(kerformer_inputs, kerformer_fast, kerformer_naive)}
 CASES = {
     "singularformer": ("singularformer", {"gamma_orthogonal": 0.3, "gamma_diagonal": 0.7}),
     "singularformer-r3-no-residual": ("singularformer", {"rank": 3, "residual_attention": False}),
     "dba": ("dba", {}),
     "dba-small": ("dba", {"compressed_length": 5, "compressed_dim": 6}),
+    "kerformer-token": ("kerformer", {"se_mode": "token"}),
+    "kerformer-channel": ("kerformer", {"se_mode": "channel", "se_reduction": 2}),
+    "kerformer-none": ("kerformer", {"se_mode": "none"}),
 }
 
 
@@ -93,8 +115,20 @@ def case_inputs(case_id: str, previous_state: bool):
     state = previous_state_of(attn, x) if previous_state else None
     with torch.no_grad():
         inputs = OPS[name].inputs(attn, x, mask, state)
-    leaves = {key: None if value is None else value.clone().requires_grad_() for key, value in inputs.items()}
-    return attn, x, mask, leaves
+    return attn, x, mask, {key: as_leaves(value) for key, value in inputs.items()}
+
+
+def as_leaves(value):
+    """A tensor, or each tensor of a tuple, copied as a leaf that takes gradients (None stays None)."""
+    if isinstance(value, tuple):
+        return tuple(as_leaves(part) for part in value)
+    return None if value is None else value.clone().requires_grad_()
+
+
+def leaves_in(inputs: dict) -> list[torch.Tensor]:
+    """Every tensor of ``inputs``, those in tuples included."""
+    flat = [part for value in inputs.values() for part in (value if isinstance(value, tuple) else (value,))]
+    return [value for value in flat if value is not None]
 
 
 def previous_state_of(attn, x: torch.Tensor) -> torch.Tensor | None:
@@ -119,8 +153,7 @@ def scalar_of(output: AttentionOutput, mask: torch.Tensor) -> torch.Tensor:
 def outputs_and_gradients(form, inputs: dict, mask: torch.Tensor, attn) -> list[torch.Tensor]:
     """``form``'s context at real tokens, state, auxiliary loss and the gradients of :func:`scalar_of` to the inputs."""
     output = form(inputs, mask, attn)
-    leaves = [value for value in inputs.values() if value is not None]
-    gradients = torch.autograd.grad(scalar_of(output, mask), leaves)
+    gradients = torch.autograd.grad(scalar_of(output, mask), leaves_in(inputs))
     present = [value for value in (output.state, output.aux_loss) if value is not None]
     return [output.context[mask], *present, *gradients]
 

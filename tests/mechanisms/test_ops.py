@@ -17,10 +17,11 @@ import torch
 from hf_effattn.modeling.attention_base import AttentionOutput
 from hf_effattn.modeling.ops_dba import dba_attention, naive_dba_attention
 from hf_effattn.modeling.ops_kerformer import kerformer_attention, naive_kerformer_attention
+from hf_effattn.modeling.ops_psf import naive_psf_attention, psf_attention
 from hf_effattn.modeling.ops_singularformer import (
     naive_singularformer_attention, singular_vectors, singularformer_attention, singularformer_aux_loss,
 )
-from helpers.mechanisms import build, mixed_batch
+from helpers.mechanisms import build, mixed_batch, random_batch
 from helpers.references import reference
 from helpers.tolerances import assert_float64_close
 
@@ -93,9 +94,22 @@ def kerformer_naive(inputs, mask, attn):
                                      eps=attn.settings.eps)
 
 
+def psf_inputs(attn, x, mask, state):
+    return {"values": attn.value(x), "weights": attn.factor_weights(x)}
+
+
+def psf_fast(inputs, mask, attn):
+    return AttentionOutput(psf_attention(**inputs, padding_mask=mask, residual=attn.settings.residual))
+
+
+def psf_naive(inputs, mask, attn):
+    return naive_psf_attention(**inputs, padding_mask=mask, residual=attn.settings.residual)
+
+
 OPS = {"singularformer": Op(singularformer_inputs, singularformer_fast, singularformer_naive),
        "dba": Op(dba_inputs, dba_fast, dba_naive),
-       "kerformer": Op(kerformer_inputs, kerformer_fast, kerformer_naive)}
+       "kerformer": Op(kerformer_inputs, kerformer_fast, kerformer_naive),
+       "psf": Op(psf_inputs, psf_fast, psf_naive)}
 CASES = {
     "singularformer": ("singularformer", {"gamma_orthogonal": 0.3, "gamma_diagonal": 0.7}),
     "singularformer-r3-no-residual": ("singularformer", {"rank": 3, "residual_attention": False}),
@@ -104,18 +118,26 @@ CASES = {
     "kerformer-token": ("kerformer", {"se_mode": "token"}),
     "kerformer-channel": ("kerformer", {"se_mode": "channel", "se_reduction": 2}),
     "kerformer-none": ("kerformer", {"se_mode": "none"}),
+    "psf": ("psf", {}),
+    "psf-residual": ("psf", {"residual": True, "num_factors": 3, "num_links": 3, "factor_hidden_size": 7}),
 }
+# The batches: padded (the mixed batch: full, right-padded, left-padded, one real token) or not (three full
+# sequences, no mask given to the ops: their unpadded paths), and whether a previous layer hands on a state.
+BATCHES = {"padded": (True, False), "padded-with-state": (True, True), "unpadded-with-state": (False, True)}
 
 
-def case_inputs(case_id: str, previous_state: bool):
-    """The layer of ``CASES[case_id]``, the padded batch (``x``, ``mask``) and its op's inputs as leaves (float64)."""
+def case_inputs(case_id: str, batch: str = "padded"):
+    """The layer of ``CASES[case_id]``, the batch of ``BATCHES[batch]`` (``x``, its real tokens ``mask`` and the mask
+    the ops get, None without padding) and its op's inputs as leaves (float64)."""
     name, settings = CASES[case_id]
+    padded, previous_state = BATCHES[batch]
     attn = build(name, settings)
-    x, mask = mixed_batch()
+    x, mask = mixed_batch() if padded else random_batch([10, 10, 10], ["right"] * 3, 10)
+    given_mask = mask if padded else None
     state = previous_state_of(attn, x) if previous_state else None
     with torch.no_grad():
-        inputs = OPS[name].inputs(attn, x, mask, state)
-    return attn, x, mask, {key: as_leaves(value) for key, value in inputs.items()}
+        inputs = OPS[name].inputs(attn, x, given_mask, state)
+    return attn, x, mask, given_mask, {key: as_leaves(value) for key, value in inputs.items()}
 
 
 def as_leaves(value):
@@ -150,21 +172,23 @@ def scalar_of(output: AttentionOutput, mask: torch.Tensor) -> torch.Tensor:
     return total if output.aux_loss is None else total + output.aux_loss
 
 
-def outputs_and_gradients(form, inputs: dict, mask: torch.Tensor, attn) -> list[torch.Tensor]:
-    """``form``'s context at real tokens, state, auxiliary loss and the gradients of :func:`scalar_of` to the inputs."""
-    output = form(inputs, mask, attn)
+def outputs_and_gradients(form, inputs: dict, mask: torch.Tensor, given_mask: torch.Tensor | None,
+                          attn) -> list[torch.Tensor]:
+    """``form``'s context at the real tokens (``mask``), state, auxiliary loss and the gradients of :func:`scalar_of` to
+    the inputs, the form given ``given_mask``."""
+    output = form(inputs, given_mask, attn)
     gradients = torch.autograd.grad(scalar_of(output, mask), leaves_in(inputs))
     present = [value for value in (output.state, output.aux_loss) if value is not None]
     return [output.context[mask], *present, *gradients]
 
 
-@pytest.mark.parametrize("previous_state", [False, True], ids=["first-layer", "with-state"])
+@pytest.mark.parametrize("batch", BATCHES)
 @pytest.mark.parametrize("case_id", CASES)
-def test_fast_op_equals_naive_form(case_id, previous_state):
-    attn, _, mask, inputs = case_inputs(case_id, previous_state)
+def test_fast_op_equals_naive_form(case_id, batch):
+    attn, _, mask, given_mask, inputs = case_inputs(case_id, batch)
     op = OPS[CASES[case_id][0]]
-    fast = outputs_and_gradients(op.fast, inputs, mask, attn)
-    naive = outputs_and_gradients(op.naive, inputs, mask, attn)
+    fast = outputs_and_gradients(op.fast, inputs, mask, given_mask, attn)
+    naive = outputs_and_gradients(op.naive, inputs, mask, given_mask, attn)
     assert len(fast) == len(naive)
     for actual, expected in zip(fast, naive):
         assert_float64_close(actual, expected)
@@ -172,13 +196,13 @@ def test_fast_op_equals_naive_form(case_id, previous_state):
 
 @pytest.mark.parametrize("case_id", CASES)
 def test_naive_form_matches_reference(case_id):
-    attn, x, mask, inputs = case_inputs(case_id, previous_state=False)
+    attn, x, mask, _, inputs = case_inputs(case_id)
     naive = OPS[CASES[case_id][0]].naive(inputs, mask, attn)
     refs = reference(attn, x, mask)
     for b, ref in enumerate(refs):
         real = mask[b]
         assert_float64_close(naive.context[b][real], ref.context)
-        assert_float64_close(naive.attentions[b][:, real][:, :, real], ref.attention.expand(attn.num_heads, -1, -1))
+        assert_float64_close(naive.attentions[b][:, real][:, :, real], ref.attention.expand(naive.attentions.shape[1], -1, -1))
         if ref.state is not None:
             assert_float64_close(naive.state[b], ref.state)
     if refs[0].aux_loss is not None:

@@ -23,17 +23,11 @@ from .masking import token_ranks, zero_pads
 SEWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 
-def se_gate(pooled: torch.Tensor, se_weights: SEWeights) -> torch.Tensor:
-    """SE-K's weights ``sigmoid(W_2 (W_1 p + b_1) + b_2)`` (no ReLU between, Sec. 3.5) for the pooled keys ``p [B, h,
-    d]`` -> ``[B, h, N_max]`` or ``[B, h, d]``."""
-    reduce_weight, reduce_bias, expand_weight, expand_bias = se_weights
-    return torch.sigmoid(F.linear(F.linear(pooled, reduce_weight, reduce_bias), expand_weight, expand_bias))
-
-
 def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                   se_weights: SEWeights | None) -> torch.Tensor:
-    """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape: each token's row
-    by the weight at its rank among the real tokens ("token"), or each channel ("channel")."""
+    """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape: the weights
+    ``sigmoid(W_2 (W_1 p + b_1) + b_2)`` (no ReLU between, Sec. 3.5) of the pooled keys ``p [B, h, d]`` scale each
+    token's row by the weight at its rank among the real tokens ("token"), or each channel ("channel")."""
     if se_weights is None:
         return keys
     batch, _, length, _ = keys.shape
@@ -41,7 +35,8 @@ def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode
         pooled = keys.mean(2)
     else:
         pooled = keys.sum(2) / padding_mask.sum(-1).clamp(min=1)[:, None, None].to(keys.dtype)
-    weights = se_gate(pooled, se_weights)  # [B, h, N_max] or [B, h, d]
+    reduce_weight, reduce_bias, expand_weight, expand_bias = se_weights
+    weights = torch.sigmoid(F.linear(F.linear(pooled, reduce_weight, reduce_bias), expand_weight, expand_bias))
     if se_mode == "channel":
         return keys * weights[:, :, None, :]
     ranks = token_ranks(padding_mask, batch, length, keys.device)  # [B, N]

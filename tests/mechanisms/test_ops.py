@@ -1,7 +1,8 @@
 """Each mechanism's op (``modeling/ops_<name>.py``) equals its naive O(N^2) form in float64 on a padded batch (full,
-right-padded, left-padded, one real token): the context at real tokens, the state and the auxiliary loss, and the
-gradients of all of them to every input of the op. The naive forms also give the independent references'
-results (``helpers/references.py``), from the weights of a built layer.
+right-padded, left-padded, one real token) and on one without padding given no mask (:data:`BATCHES`): the context
+at real tokens, the state and the auxiliary loss, and the gradients of all of them to every input of the op. The
+naive forms also give the independent references' results (``helpers/references.py``), from the weights of a built
+layer.
 
 Every op here reads tensors made from a built layer (:data:`OPS`: for each mechanism, its op's inputs from the layer
 and the two forms, fast and naive, on them), made leaves so that the gradients reach them."""
@@ -189,8 +190,7 @@ def test_fast_op_equals_naive_form(case_id, batch):
     op = OPS[CASES[case_id][0]]
     fast = outputs_and_gradients(op.fast, inputs, mask, given_mask, attn)
     naive = outputs_and_gradients(op.naive, inputs, mask, given_mask, attn)
-    assert len(fast) == len(naive)
-    for actual, expected in zip(fast, naive):
+    for actual, expected in zip(fast, naive, strict=True):
         assert_float64_close(actual, expected)
 
 
@@ -201,8 +201,9 @@ def test_naive_form_matches_reference(case_id):
     refs = reference(attn, x, mask)
     for b, ref in enumerate(refs):
         real = mask[b]
+        heads = naive.attentions.shape[1]  # PSF's matrix is one head's
         assert_float64_close(naive.context[b][real], ref.context)
-        assert_float64_close(naive.attentions[b][:, real][:, :, real], ref.attention.expand(naive.attentions.shape[1], -1, -1))
+        assert_float64_close(naive.attentions[b][:, real][:, :, real], ref.attention.expand(heads, -1, -1))
         if ref.state is not None:
             assert_float64_close(naive.state[b], ref.state)
     if refs[0].aux_loss is not None:

@@ -1,6 +1,7 @@
 """DBA: dynamic bilinear low-rank attention, compressing both the sequence and the head width.
 
-Paper, equations and citation: ``DBAAttention.paper``, ``.equations``, ``.citation``.
+Paper, equations and citation: ``DBAAttention.paper``, ``.equations``, ``.citation``. The op and its naive O(N^2)
+form: ``ops_dba.py`` (``dba_attention``, ``naive_dba_attention``).
 
 Per head, with ``Z`` the ``d_p``-row compression input of this layer (split into heads) and
 ``d_in_h = d_in / h``::
@@ -42,7 +43,7 @@ from transformers import initialization as init
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention, register_settings
-from .masking import masked_softmax
+from .ops_dba import dba_attention
 
 
 @register_settings("dba")
@@ -105,41 +106,16 @@ class DBAAttention(EfficientAttention):
             )
         return self.compression_input.expand(batch, -1, -1)
 
-    def compress(self, z, x, keep):
-        """``softmax over N (Z x^T / sqrt(d)) x``: ``z [B, h, d_p, d]``, ``x [B, h, N, d]`` -> ``[B, h, d_p, d]``."""
-        weights = masked_softmax(torch.matmul(z, x.transpose(-1, -2)) * self.head_dim**-0.5, keep, dim=-1)
-        return torch.matmul(weights, x)
-
-    def hidden_compression_matrix(self) -> torch.Tensor:
-        """``R`` as one block-diagonal ``[C, d_in]`` matrix, head ``i``'s ``[d, d_in_h]`` map in block ``i``.
-
-        Applied to the merged heads (``[B, d_p, C] @ [C, d_in]``), ``R`` is a plain matrix product: the per-head form
-        ``[B, h, d_p, d] @ [h, d, d_in_h]`` broadcasts the parameter over the batch, which ``torch.export`` traced
-        at batch 1 fixes to batch 1 (its reshape of the broadcast parameter guards on the batch size)."""
-        return torch.block_diag(*self.hidden_compression)
-
     def reconstruction(self, layer: nn.Linear, hidden_states: torch.Tensor) -> torch.Tensor:
         """Logits of ``W'`` from the layer input, ``[B, h, N, d_p]``."""
         return self.split_heads(layer(hidden_states))
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
-        batch = hidden_states.shape[0]
         query, key, value = projections or self.project(hidden_states)
-        z = self.split_heads(self.compression_input_of(state, batch))
-        keep = None if padding_mask is None else padding_mask[:, None, None, :]
-        compressed_query = self.merge_heads(self.compress(z, query, keep))  # Q_l, heads merged: [B, d_p, C]
-        compressed_key = self.merge_heads(self.compress(z, key, keep))  # K_l, [B, d_p, C]
-        hidden_compression = self.hidden_compression_matrix()
-        query_dba = self.split_heads(torch.matmul(compressed_query, hidden_compression))  # [B, h, d_p, d_in_h]
-        key_dba = self.split_heads(torch.matmul(compressed_key, hidden_compression))
-        core = torch.softmax(
-            torch.matmul(query_dba, key_dba.transpose(-1, -2)) * self.compressed_head_dim**-0.5, dim=-1
-        )  # P'_phi, [B, h, d_p, d_p]
-        column_logits = self.reconstruction(self.column_reconstruction, hidden_states)
-        columns = masked_softmax(column_logits.transpose(-1, -2), keep, dim=-1)  # W'_c^T, [B, h, d_p, N]
-        rows = torch.softmax(self.reconstruction(self.row_reconstruction, hidden_states), dim=-1)  # W'_r
-        value_dba = torch.matmul(columns, value)
-        context = torch.matmul(rows, torch.matmul(self.dropout(core), value_dba))
-        attentions = rows @ core @ columns if output_attentions else None
-        return AttentionOutput(self.merge_heads(context), state=compressed_query, attentions=attentions)
+        context, compressed_query, attentions = dba_attention(
+            query, key, value, self.compression_input_of(state, hidden_states.shape[0]), self.hidden_compression,
+            self.reconstruction(self.row_reconstruction, hidden_states),
+            self.reconstruction(self.column_reconstruction, hidden_states), padding_mask, self.dropout,
+            output_attentions)
+        return AttentionOutput(context, state=compressed_query, attentions=attentions)

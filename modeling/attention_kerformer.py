@@ -1,7 +1,8 @@
 """Kerformer: kernel attention with sigmoid queries, softmax keys and SE-K reweighting of the keys.
 
 Paper, link, equations and citation: ``KerformerAttention.paper``, ``.paper_url``, ``.equations``, ``.citation``
-(SE-K: Sec. 3.5, Fig. 4).
+(SE-K: Sec. 3.5, Fig. 4). The op and its naive O(N^2) form: ``ops_kerformer.py`` (``kerformer_attention``,
+``naive_kerformer_attention``).
 
 Per head, with ``phi = sigmoid`` applied elementwise (Eq. 7) and ``varphi = softmax`` over the head
 width for each token (Eq. 8, "row by row")::
@@ -37,13 +38,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
 from torch import nn
 
+from .attention_base import AttentionOutput
 from .attention_settings import require, setting
 from .attention_registry import register_attention, register_settings
 from .kernel_attention import KernelAttention, KernelSettings
-from .masking import token_ranks, zero_pads
+from .ops_kerformer import kerformer_attention, kerformer_features
 from .position_extension import replace_parameter, tile_blocks
 
 SE_MODES = ("token", "channel", "none")
@@ -111,24 +112,20 @@ class KerformerAttention(KernelAttention):
             replace_parameter(self.se_expand, name, tile_blocks(getattr(self.se_expand, name), max_length))
         self.se_expand.out_features = max_length
 
-    def reweight_keys(self, keys: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape."""
-        mode = self.settings.se_mode
-        if mode == "none":
-            return keys
-        batch, _, length, _ = keys.shape
-        if padding_mask is None:
-            pooled = keys.mean(2)
-        else:
-            pooled = keys.sum(2) / padding_mask.sum(-1).clamp(min=1)[:, None, None].to(keys.dtype)
-        weights = torch.sigmoid(self.se_expand(self.se_reduce(pooled)))  # [B, h, N_max] or [B, h, d]
-        if mode == "channel":
-            return keys * weights[:, :, None, :]
-        ranks = token_ranks(padding_mask, batch, length, keys.device)  # [B, N]
-        per_token = torch.gather(weights, 2, ranks[:, None, :].expand(-1, weights.shape[1], -1))
-        return keys * per_token[..., None]
+    def se_weights(self):
+        """SE-K's weights ``(W_1, b_1, W_2, b_2)`` as the op takes them, or None without SE-K."""
+        if self.settings.se_mode == "none":
+            return None
+        return self.se_reduce.weight, self.se_reduce.bias, self.se_expand.weight, self.se_expand.bias
 
     def kernel_features(self, query, key, padding_mask):
         """``phi(Q)`` and reweighted ``varphi(K)`` (pads zeroed), each ``[B, h, N, d]``."""
-        keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
-        return torch.sigmoid(query), self.reweight_keys(keys, padding_mask)
+        return kerformer_features(query, key, padding_mask, self.settings.se_mode, self.se_weights())
+
+    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
+               projections=None) -> AttentionOutput:
+        query, key, value = projections or self.project(hidden_states)
+        context, attentions = kerformer_attention(query, key, value, padding_mask, self.settings.se_mode,
+                                                  self.se_weights(), self.settings.eps, self.key_dropout,
+                                                  self.summary_chunk, output_attentions)
+        return AttentionOutput(self.merge_heads(context), attentions=attentions)

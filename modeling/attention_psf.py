@@ -1,6 +1,7 @@
 """PSF-Attn: a product of parametric sparse factors on Chord links replaces the attention matrix.
 
-Paper, equations and citation: ``PSFAttention.paper``, ``.equations``, ``.citation``.
+Paper, equations and citation: ``PSFAttention.paper``, ``.equations``, ``.citation``. The op and its naive O(N^2)
+form: ``ops_psf.py`` (``psf_attention``, ``naive_psf_attention``).
 
 Chord links (Eq. 1): in a sequence of real length L, token t links to itself and to
 ``(t + 2^k) mod L`` for ``k = 0 .. K-2``: K links per row. Each of the M factors ``W_m`` has its
@@ -57,9 +58,10 @@ from transformers import initialization as init
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention, register_settings
-from .chord_mixes import ChordShiftMix, circular_rows, plain_window_mix, cyclic_window_mix
+from .chord_mixes import plain_window_mix
 from .fast_paths import compiled, run_fast, takes_fast_path
-from .masking import real_lengths, real_positions, token_ranks
+from .ops_psf import chord_factor_weights, chord_links, cyclic_factor, in_rank_order, psf_attention, sequence_lengths
+from .ops_psf import chord_offsets  # noqa: F401 - read from here by the tests, benchmarks and docs of the Chord links
 from .position_extension import replace_parameter, tile_blocks
 
 
@@ -79,31 +81,6 @@ class PSFSettings(AttentionSettings):
         if self.num_links is not None and max_length:
             require(2 ** (self.num_links - 2) < max_length, "num_links", self.num_links,
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")
-
-
-def take_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``x [..., B, N, W]`` with its tokens taken in the order ``index [B, N]`` along N, same shape."""
-    return torch.gather(x, -2, index.unsqueeze(-1).expand_as(x))
-
-
-def sequence_lengths(values: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-    """Each sequence's real length ``[B]`` (int64, at least 1) for ``values [B, N, C]`` and ``padding_mask``."""
-    return real_lengths(padding_mask, *values.shape[:2], values.device).clamp(min=1)
-
-
-def chord_offsets(num_links: int) -> list[int]:
-    """The K link offsets of Eq. 1: ``[0, 1, 2, 4, ..., 2^(K-2)]``."""
-    return [0] + [2**k for k in range(num_links - 1)]
-
-
-def chord_links(padding_mask: torch.Tensor | None, batch: int, length: int, num_links: int, device) -> torch.Tensor:
-    """``[B, N, K]`` absolute index of each token's K Chord links (Eq. 1), per sequence over its real tokens."""
-    offsets = torch.tensor(chord_offsets(num_links), device=device)
-    ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]
-    lengths = real_lengths(padding_mask, batch, length, device).clamp(min=1)[:, None, None]
-    linked_ranks = (ranks[..., None] + offsets) % lengths  # [B, N, K]
-    positions = real_positions(padding_mask, batch, length, device)
-    return torch.gather(positions, 1, linked_ranks.view(batch, length * num_links)).view(batch, length, num_links)
 
 
 @register_attention("psf")
@@ -172,15 +149,9 @@ class PSFAttention(EfficientAttention):
         self.num_factors, self.num_links = factors, links
 
     def factor_weights(self, hidden_states: torch.Tensor) -> torch.Tensor:
-        """Non-zeros of every factor, ``[M, B, N, K]`` (Eq. 3). The M first layers run as one ``[C, M * hidden]``
-        GEMM, so the backward to X is one GEMM too (no ``[M, B * N, C]`` gradient to sum)."""
-        batch, length, width = hidden_states.shape
-        num_factors, _, hidden_width = self.factor_in_weight.shape
-        in_weight = self.factor_in_weight.permute(1, 0, 2).reshape(width, num_factors * hidden_width)
-        hidden = torch.addmm(self.factor_in_bias.reshape(-1), hidden_states.reshape(-1, width), in_weight)
-        hidden = F.gelu(hidden).view(-1, num_factors, hidden_width).transpose(0, 1)  # [M, B * N, hidden]
-        weights = torch.baddbmm(self.factor_out_bias, hidden, self.factor_out_weight)
-        return weights.view(num_factors, batch, length, self.num_links)
+        """Non-zeros of every factor, ``[M, B, N, K]`` (Eq. 3: ``ops_psf.chord_factor_weights``)."""
+        return chord_factor_weights(hidden_states, self.factor_in_weight, self.factor_in_bias, self.factor_out_weight,
+                                    self.factor_out_bias)
 
     def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]`` (any float
@@ -194,16 +165,8 @@ class PSFAttention(EfficientAttention):
         return self.exact_mix(values, weights, padding_mask)
 
     def exact_mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """:meth:`mix` in PyTorch operations. Without a mask each link is a cyclic shift (``ChordShiftMix``);
-        with one, every factor reads slices of the values in rank order, repeated cyclically over each sequence's
-        real length (``ChordWindowMix``): exact for any mask, and an unpadded row costs one extra row copy per
-        factor, not K."""
-        values = values.to(weights.dtype)
-        if padding_mask is None:
-            offsets = chord_offsets(self.num_links)
-            return self.factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets))
-        factor = self.cyclic_factor(cyclic_window_mix, values, padding_mask)
-        return self.in_rank_order(values, weights, padding_mask, factor)
+        """:meth:`mix` in PyTorch operations: the op, ``ops_psf.psf_attention``."""
+        return psf_attention(values, weights, padding_mask, self.settings.residual)
 
     def mix_with_kernels(self, values: torch.Tensor, weights: torch.Tensor,
                          padding_mask: torch.Tensor | None) -> torch.Tensor:
@@ -223,33 +186,13 @@ class PSFAttention(EfficientAttention):
         return self.in_rank_order(values, weights, padding_mask, factor)
 
     def cyclic_factor(self, window_mix, values: torch.Tensor, padding_mask: torch.Tensor | None):
-        """``window_mix(values, weights, rows, offsets)`` (:func:`cyclic_window_mix` or its plain twin) as a factor of
-        :meth:`factor_product`, its rows (:func:`circular_rows`) made once for every factor of ``values [B, N, C]``."""
-        offsets = chord_offsets(self.num_links)
-        rows = circular_rows(sequence_lengths(values, padding_mask), values.shape[1], max(offsets))
-        return partial(window_mix, rows=rows, offsets=offsets)
+        """``ops_psf.cyclic_factor`` with this layer's K."""
+        return cyclic_factor(window_mix, values, padding_mask, self.num_links)
 
     def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None,
                       factor) -> torch.Tensor:
-        """:meth:`factor_product`, with a mask on ``values`` and ``weights`` put in rank order once (each sequence's
-        real tokens first) and its result put back at the token positions."""
-        if padding_mask is None:
-            return self.factor_product(values, weights, factor)
-        batch, length, _ = values.shape
-        order = real_positions(padding_mask, batch, length, values.device)  # [B, N]: position of rank t
-        mixed = self.factor_product(take_tokens(values, order), take_tokens(weights, order), factor)
-        return take_tokens(mixed, token_ranks(padding_mask, batch, length, values.device))
-
-    def factor_product(self, values: torch.Tensor, weights: torch.Tensor, factor) -> torch.Tensor:
-        """``factor(values [B, N, C], weights[m] [B, N, K]) -> [B, N, C]`` applied for m = M .. 1, with
-        ``residual`` added after each."""
-        for m in reversed(range(self.num_factors)):
-            values = self.add_residual(factor(values, weights[m]), values)
-        return values
-
-    def add_residual(self, mixed: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """``W_m V + V`` with the ``residual`` setting, else ``W_m V``."""
-        return mixed + values if self.settings.residual else mixed
+        """``ops_psf.in_rank_order`` with this layer's ``residual``."""
+        return in_rank_order(values, weights, padding_mask, factor, self.settings.residual)
 
     def dense_factor(self, weights: torch.Tensor, links: torch.Tensor) -> torch.Tensor:
         """The dense ``[B, N, N]`` matrix of one factor (for ``output_attentions`` only)."""

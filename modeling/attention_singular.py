@@ -1,6 +1,7 @@
 """Singularformer: attention through a learned SVD of the attention matrix.
 
-Paper, equations and citation: ``SingularformerAttention.paper``, ``.equations``, ``.citation``.
+Paper, equations and citation: ``SingularformerAttention.paper``, ``.equations``, ``.citation``. The op and its naive
+O(N^2) form: ``ops_singularformer.py`` (``singularformer_attention``, ``naive_singularformer_attention``).
 
 One shared projection gives the logits of both singular-vector matrices (Eq. 14)::
 
@@ -49,7 +50,7 @@ from torch import nn
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention, register_settings
-from .masking import masked_softmax, zero_pads
+from .ops_singularformer import singular_vectors, singularformer_attention, singularformer_aux_loss
 
 
 @register_settings("singularformer")
@@ -65,14 +66,6 @@ class SingularformerSettings(AttentionSettings):
     gamma_orthogonal: float = setting(0.01, float, minimum=0)
     gamma_diagonal: float = setting(0.01, float, minimum=0)
     pool_before_projection: bool = setting(True, bool)
-
-
-def off_diagonal_energy(gram: torch.Tensor) -> torch.Tensor:
-    """``||G o (1 - I)||_F^2 / r^2`` for each ``r x r`` matrix in ``gram [..., r, r]`` -> ``[...]``."""
-    r = gram.shape[-1]
-    total = gram.pow(2).sum((-1, -2))
-    diagonal = torch.diagonal(gram, dim1=-2, dim2=-1).pow(2).sum(-1)
-    return (total - diagonal) / r**2
 
 
 @register_attention("singularformer")
@@ -101,14 +94,6 @@ class SingularformerAttention(EfficientAttention):
         self.rank = settings.rank or self.head_dim
         self.pooling = nn.Linear(hidden_size, self.rank)  # W_a, b_a of Eq. 14
 
-    def singular_vectors(self, hidden_states, padding_mask):
-        """``alpha_hat [B, r, N]`` (pooling, pads get zero weight) and ``alpha [B, N, r]`` (unpooling)."""
-        logits = self.pooling(hidden_states)
-        keep = None if padding_mask is None else padding_mask[:, None, :]
-        alpha_hat = masked_softmax(logits.transpose(1, 2), keep, dim=-1)
-        alpha = torch.softmax(logits, dim=-1)
-        return alpha_hat, alpha
-
     def pooled_qkv(self, hidden_states, alpha_hat, projections=None):
         """Pseudo-token queries, keys and values, each ``[B, h, r, d]``; ``projections``: the tokens' own
         ``[B, h, N, d]``, when the caller has them (then they are pooled)."""
@@ -118,33 +103,17 @@ class SingularformerAttention(EfficientAttention):
         projections = projections or self.project(hidden_states)
         return tuple(torch.matmul(alpha_hat[:, None], x) for x in projections)
 
-    def scores(self, query, key, state):
-        """``S = Q~ K~^T / sqrt(d)``, plus the previous layer's S when residual attention is on."""
-        scores = torch.matmul(query, key.transpose(-1, -2)) * self.head_dim**-0.5
-        if self.settings.residual_attention and state is not None:
-            scores = scores + state
-        return scores
-
-    def auxiliary_loss(self, alpha_hat, alpha, core, padding_mask):
-        """``gamma_1 L_orth + gamma_2 L_diag`` (Eqs. 15-17), a scalar averaged over batch and heads."""
-        alpha = zero_pads(alpha, padding_mask)
-        orthogonal = off_diagonal_energy(alpha_hat @ alpha_hat.transpose(1, 2)) + off_diagonal_energy(
-            alpha.transpose(1, 2) @ alpha
-        )
-        diagonal = off_diagonal_energy(core)
-        return self.settings.gamma_orthogonal * orthogonal.mean() + self.settings.gamma_diagonal * diagonal.mean()
-
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
-        alpha_hat, alpha = self.singular_vectors(hidden_states, padding_mask)
+        settings = self.settings
+        alpha_hat, alpha = singular_vectors(self.pooling(hidden_states), padding_mask)
         query, key, value = self.pooled_qkv(hidden_states, alpha_hat, projections)
-        scores = self.scores(query, key, state)
-        core = torch.softmax(scores, dim=-1)  # A', [B, h, r, r]
-        pooled_context = self.merge_heads(torch.matmul(self.dropout(core), value))  # [B, r, C]
-        context = torch.matmul(alpha, pooled_context)
-        aux_loss = self.auxiliary_loss(alpha_hat, alpha, core, padding_mask) if self.training else None
+        previous_scores = state if settings.residual_attention else None
+        context, scores, core = singularformer_attention(query, key, value, alpha, previous_scores, self.dropout)
+        aux_loss = None
+        if self.training:
+            aux_loss = singularformer_aux_loss(alpha_hat, alpha, core, padding_mask, settings.gamma_orthogonal,
+                                               settings.gamma_diagonal)
         attentions = alpha[:, None] @ core @ alpha_hat[:, None] if output_attentions else None
-        return AttentionOutput(
-            context, state=scores if self.settings.residual_attention else None, aux_loss=aux_loss,
-            attentions=attentions,
-        )
+        return AttentionOutput(context, state=scores if settings.residual_attention else None, aux_loss=aux_loss,
+                               attentions=attentions)

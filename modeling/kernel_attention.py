@@ -30,6 +30,7 @@ own instead and mixed per head by the gate, as the mechanisms without feature ma
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -101,28 +102,15 @@ class KernelAttention(EfficientAttention):
         return self.dropout(like.new_ones(*like.shape[:-1], 1))
 
     def over_every_key(self, query, dropped, keys, values) -> tuple[torch.Tensor, torch.Tensor]:
-        """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h,
-        N, 1]`` from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past
-        :attr:`summary_chunk` tokens, as per-chunk products summed (``local_blocks.memory_terms``)."""
-        if query.shape[2] <= self.summary_chunk:
-            return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
-        chunks = AlignedBlocks(None, query.shape[2], self.summary_chunk, 0, None, masked=False)
-        return memory_terms(query, dropped, keys, values, chunks, outside=False)
+        """:func:`terms_over_every_key` in chunks of :attr:`summary_chunk` tokens."""
+        return terms_over_every_key(query, dropped, keys, values, self.summary_chunk)
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
         query, key, value = projections or self.project(hidden_states)
-        query, keys = self.kernel_features(query, key, padding_mask)
-        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
-            query, keys, values = (at_least_float32(x) for x in (query, keys, value))
-            keep = self.key_dropout(keys)
-            dropped = keys if keep is None else keys * keep
-            numerator, similarity_sums = self.over_every_key(query, dropped, keys, values)
-            normaliser = self.normaliser(similarity_sums)
-            context = (numerator / normaliser).to(value.dtype)
-            attentions = None
-            if output_attentions:
-                attentions = (torch.matmul(query, keys.transpose(-1, -2)) / normaliser).to(value.dtype)
+        context, attentions = kernelized_attention(*self.kernel_features(query, key, padding_mask), value,
+                                                   self.normaliser, self.key_dropout, self.summary_chunk,
+                                                   output_attentions)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
 
     def attend_with_window(self, hidden_states, padding_mask=None, state=None,
@@ -144,3 +132,37 @@ class KernelAttention(EfficientAttention):
             attentions = self.window.dense_shared_attention(query, key, query_features, key_features, order, weight,
                                                             self.mechanism_outside_window)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
+
+
+def terms_over_every_key(query, dropped, keys, values, summary_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``
+    from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past ``summary_chunk`` tokens, as
+    per-chunk products summed (``local_blocks.memory_terms``)."""
+    if query.shape[2] <= summary_chunk:
+        return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
+    chunks = AlignedBlocks(None, query.shape[2], summary_chunk, 0, None, masked=False)
+    return memory_terms(query, dropped, keys, values, chunks, outside=False)
+
+
+def kernelized_attention(query_features: torch.Tensor, key_features: torch.Tensor, value: torch.Tensor,
+                         normaliser: Callable[[torch.Tensor], torch.Tensor],
+                         key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+                         summary_chunk: int = 512, output_attentions: bool = False):
+    """The forward of every kernelized mechanism, on tensors: ``phi(Q)`` and ``varphi(K)`` ``[B, h, N, F]`` (zero at
+    pads), ``value [B, h, N, d]``; ``normaliser``: the similarity sums ``[B, h, N, 1]`` -> the row normaliser;
+    ``key_dropout``: features -> the key columns kept ``[B, h, N, 1]`` (scaled) or None (see the module docstring).
+    Computed in at least float32, autocast off (sums over N tokens overflow half precision).
+
+    Returns the context ``[B, h, N, d]`` in the values' dtype and, with ``output_attentions``, the matrix ``A [B, h,
+    N, N]`` (else None)."""
+    with torch.autocast(value.device.type, enabled=False):
+        query, keys, values = (at_least_float32(x) for x in (query_features, key_features, value))
+        keep = None if key_dropout is None else key_dropout(keys)
+        dropped = keys if keep is None else keys * keep
+        numerator, similarity_sums = terms_over_every_key(query, dropped, keys, values, summary_chunk)
+        row_normaliser = normaliser(similarity_sums)
+        context = (numerator / row_normaliser).to(value.dtype)
+        attentions = None
+        if output_attentions:
+            attentions = (torch.matmul(query, keys.transpose(-1, -2)) / row_normaliser).to(value.dtype)
+    return context, attentions

@@ -20,7 +20,7 @@ LAYERS = {
                    "hf_effattn.modeling.settings", "hf_effattn.modeling.position_extension",
                    "hf_effattn.modeling.local_window", "hf_effattn.modeling.local_blocks",
                    "hf_effattn.modeling.fast_paths", "hf_effattn.modeling.chord_kernels",
-                   "hf_effattn.modeling.chord_mixes"],
+                   "hf_effattn.modeling.chord_mixes", "hf_effattn.modeling.ops_*"],
     "encoder": ["hf_effattn.modeling.encoder", "hf_effattn.modeling.outputs"],
     "models": ["hf_effattn.modeling.*"],
     "foundations": ["hf_effattn.version", "hf_effattn.options", "hf_effattn.options.*", "hf_effattn.folders",

@@ -19,10 +19,17 @@ a saved folder's tokenizer carries (``EffAttnBlockTokenizer``): this module chec
 
 from __future__ import annotations
 
-from .modeling.settings import Spec, checked
-from .modeling.tokenization_effattn import content_fitting, frame_texts, framed_blocks, special_tokens_mask
+import json
+import logging
 
-__all__ = ["content_fitting", "framed_blocks", "special_tokens_mask", "tokenize_in_blocks"]
+from .modeling.settings import Spec, checked
+from .modeling.tokenization_effattn import (
+    EffAttnBlockTokenizer, content_fitting, frame_texts, framed_blocks, special_tokens_mask,
+)
+
+__all__ = ["content_fitting", "framed_as_saved", "framed_blocks", "special_tokens_mask", "tokenize_in_blocks"]
+
+logger = logging.getLogger(__name__)
 
 # A framed block, and so a framed text, holds at least [CLS], one token and [SEP].
 BLOCK_SPEC = Spec(int, minimum=3)
@@ -68,3 +75,32 @@ def tokenize_in_blocks(tokenizer, texts: str | list[str], block: int, max_length
     block = checked("block", block, BLOCK_SPEC, where="argument", fix=FRAME_FIX)
     max_length = checked("max_length", max_length, MAX_LENGTH_SPEC, where="argument", fix=FRAME_FIX)
     return frame_texts(tokenizer, texts, block, max_length, return_special_tokens_mask, **pad_kwargs)
+
+
+def saved_framing_block(checkpoint: str) -> int | None:
+    """The blocks that ``checkpoint``'s saved tokenizer frames (an ``EffAttnBlockTokenizer``'s ``block``), or None
+    where it frames none (or has no tokenizer)."""
+    from transformers.utils import cached_file
+
+    path = cached_file(checkpoint, "tokenizer_config.json", _raise_exceptions_for_missing_entries=False)
+    if path is None:
+        return None
+    with open(path, encoding="utf-8") as file:
+        config = json.load(file)
+    mapped = (config.get("auto_map") or {}).get("AutoTokenizer") or [""]
+    return config.get("block") if str(mapped[0]).endswith(EffAttnBlockTokenizer.__name__) else None
+
+
+def framed_as_saved(checkpoint: str, tokenizer, local_block: int | None):
+    """``tokenizer`` (``checkpoint``'s, loaded as Transformers loads it: unframed), framing as ``checkpoint``'s
+    saved tokenizer did where the model it goes with has those blocks (``local_block``); with other blocks or none,
+    unframed, with a one-line warning."""
+    block = saved_framing_block(checkpoint)
+    if block is None:
+        return tokenizer
+    if block != local_block:
+        logger.warning(f"{checkpoint}'s tokenizer frames blocks of {block} tokens, which the converted model "
+                       f"(local_block={local_block}) does not read: its tokenizer is saved unframed. Convert with "
+                       f"--local_block {block} to keep the framing.")
+        return tokenizer
+    return EffAttnBlockTokenizer.from_tokenizer(tokenizer, block)

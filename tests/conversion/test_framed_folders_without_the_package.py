@@ -1,7 +1,8 @@
 """A block model pretrained framed, read with Transformers alone: its folder's tokenizer (``EffAttnBlockTokenizer``,
 behind ``AutoTokenizer(..., trust_remote_code=True)``) frames long texts as ``tokenize_in_blocks`` does, so that
 in a fresh process where ``hf_effattn`` cannot be imported, offline, tokenizer and model give the package's outputs;
-``hf-effattn convert`` of such a folder keeps the framing where the converted model reads the same blocks. Tiny
+``hf-effattn convert`` of such a folder keeps the framing where the converted model reads the same blocks, and its
+card shows the two lines that load tokenizer and model. Tiny
 RoBERTa checkpoints saved by Transformers, tiny texts."""
 
 from __future__ import annotations
@@ -75,6 +76,10 @@ def test_a_framed_folder_and_its_conversion_read_as_the_package_reads_them_witho
         assert (config["block"], config["auto_map"]["AutoTokenizer"][0]) == (
             BLOCK, "tokenization_effattn.EffAttnBlockTokenizer")
         assert (tmp_path / folder / "tokenization_effattn.py").is_file()
+    card = (tmp_path / "converted" / "README.md").read_text()  # the two lines, as the subprocess runs them
+    assert 'processor = AutoTokenizer.from_pretrained("converted", trust_remote_code=True)\n' \
+           'model = AutoModelForMaskedLM.from_pretrained("converted", trust_remote_code=True)\n' in card
+    assert "tokenize_in_blocks(processor, texts, block=32, ...)` gives the same" in card
     (tmp_path / "case.json").write_text(json.dumps({"folders": folders, "texts": TEXTS}))
 
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}

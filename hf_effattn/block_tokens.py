@@ -24,7 +24,7 @@ import logging
 
 from .modeling.settings import Spec, checked
 from .modeling.tokenization_effattn import (
-    EffAttnBlockTokenizer, content_fitting, frame_texts, framed_blocks, special_tokens_mask,
+    EffAttnBlockTokenizer, check_single_texts, content_fitting, frame_texts, framed_blocks, special_tokens_mask,
 )
 
 __all__ = ["content_fitting", "framed_as_saved", "framed_blocks", "special_tokens_mask", "tokenize_in_blocks"]
@@ -35,27 +35,7 @@ logger = logging.getLogger(__name__)
 BLOCK_SPEC = Spec(int, minimum=3)
 MAX_LENGTH_SPEC = Spec(int, minimum=3, none_means="the whole text")
 FRAME_FIX = " (a [CLS], at least one token and a [SEP])"
-
-
-def check_texts(texts, pad_kwargs: dict) -> None:
-    """Raise ``TypeError`` unless ``texts`` is a string or a list (tuple) of strings: a text pair (a pair in the
-    list, or ``text_pair=``) is refused, since its two texts would be read as one, without their separator."""
-    pair = "text_pair" in pad_kwargs or (isinstance(texts, (list, tuple)) and any(
-        isinstance(text, (list, tuple)) for text in texts))
-    if pair:
-        raise TypeError("texts: tokenize_in_blocks frames single texts, not text pairs (their [SEP] between the two "
-                        "would be lost): join each pair into one text, or tokenise pairs with the tokenizer itself.")
-    if isinstance(texts, str):
-        return
-    if not isinstance(texts, (list, tuple)) or not all(isinstance(text, str) for text in texts):
-        raise TypeError(f"texts must be a string or a list of strings, got {described(texts)}.")
-
-
-def described(texts) -> str:
-    """The type of ``texts``, with that of its first item that is not a string: ``list holding NoneType``."""
-    items = texts if isinstance(texts, (list, tuple)) else []
-    wrong = [type(text).__name__ for text in items if not isinstance(text, str)][:1]
-    return " holding ".join([type(texts).__name__, *wrong])
+PAIRS_FIX = "tokenise pairs with the tokenizer itself"
 
 
 def tokenize_in_blocks(tokenizer, texts: str | list[str], block: int, max_length: int | None = None,
@@ -71,7 +51,7 @@ def tokenize_in_blocks(tokenizer, texts: str | list[str], block: int, max_length
     without), an empty text ``[CLS] [SEP]``; an empty list gives an empty batch (``[0, 0]`` tensors), where the
     tokenizer's own call fails. ``block`` and ``max_length`` are
     integers of at least 3 (a ``[CLS]``, a token, a ``[SEP]``); a text pair is refused (``TypeError``)."""
-    check_texts(texts, pad_kwargs)
+    check_single_texts(texts, "texts", "tokenize_in_blocks", PAIRS_FIX, pair_given="text_pair" in pad_kwargs)
     block = checked("block", block, BLOCK_SPEC, where="argument", fix=FRAME_FIX)
     max_length = checked("max_length", max_length, MAX_LENGTH_SPEC, where="argument", fix=FRAME_FIX)
     return frame_texts(tokenizer, texts, block, max_length, return_special_tokens_mask, **pad_kwargs)

@@ -66,6 +66,25 @@ def empty_batch(return_special_tokens_mask: bool, return_tensors: str | None) ->
     return BatchEncoding({key: empty() for key in keys}, tensor_type=return_tensors)
 
 
+def check_single_texts(texts, argument: str, framer: str, pairs_fix: str, pair_given: bool = False) -> None:
+    """Raise ``TypeError`` unless ``texts`` is a string or a list (tuple) of strings: a text pair (a pair in the list,
+    or ``pair_given``) is refused, since ``framer`` would read its two texts as one, without their separator."""
+    if pair_given or (isinstance(texts, (list, tuple)) and any(isinstance(text, (list, tuple)) for text in texts)):
+        raise TypeError(f"{argument}: {framer} frames single texts, not text pairs (their [SEP] between the two "
+                        f"would be lost): join each pair into one text, or {pairs_fix}.")
+    if isinstance(texts, str):
+        return
+    if not isinstance(texts, (list, tuple)) or not all(isinstance(text, str) for text in texts):
+        raise TypeError(f"{argument} must be a string or a list of strings, got {described(texts)}.")
+
+
+def described(texts) -> str:
+    """The type of ``texts``, with that of its first item that is not a string: ``list holding NoneType``."""
+    items = texts if isinstance(texts, (list, tuple)) else []
+    wrong = [type(text).__name__ for text in items if not isinstance(text, str)][:1]
+    return " holding ".join([type(texts).__name__, *wrong])
+
+
 def frame_texts(tokenizer, texts: str | list[str], block: int, length: int | None = None,
                 return_special_tokens_mask: bool = False, **pad_kwargs) -> BatchEncoding:
     """``texts`` (a string or a list of strings) tokenised by ``tokenizer`` with its ``[CLS]``/``[SEP]`` at every
@@ -86,6 +105,7 @@ def frame_texts(tokenizer, texts: str | list[str], block: int, length: int | Non
 
 
 PAD_OPTIONS = ("padding", "pad_to_multiple_of", "padding_side", "return_attention_mask", "return_tensors", "verbose")
+PAIRS_FIX = "load the plain tokenizer for pairs (AutoTokenizer.from_pretrained without trust_remote_code)"
 
 
 class EffAttnBlockTokenizer(TokenizersBackend):
@@ -121,35 +141,25 @@ class EffAttnBlockTokenizer(TokenizersBackend):
 
     def __call__(self, text=None, text_pair=None, add_special_tokens: bool = True, truncation=None,
                  max_length: int | None = None, return_special_tokens_mask: bool = False, **kwargs):
-        if text_pair is not None or not add_special_tokens or text is None:
-            if text_pair is not None:
-                raise TypeError("text_pair: EffAttnBlockTokenizer frames single texts in blocks, not text pairs (the "
-                                "[SEP] between the two would be lost): join each pair into one text.")
-            return super().__call__(text, add_special_tokens=add_special_tokens, truncation=truncation,
-                                    max_length=max_length, return_special_tokens_mask=return_special_tokens_mask,
-                                    **kwargs)
-        self.check_framed_options(text, kwargs)
+        check_single_texts(text, "text", "EffAttnBlockTokenizer", PAIRS_FIX, pair_given=text_pair is not None)
+        if not add_special_tokens:  # the plain ids, unframed
+            return super().__call__(text, add_special_tokens=False, truncation=truncation, max_length=max_length,
+                                    return_special_tokens_mask=return_special_tokens_mask, **kwargs)
+        unknown = sorted(set(kwargs) - set(PAD_OPTIONS))
+        if unknown:
+            raise TypeError(f"{', '.join(unknown)}: not honoured by EffAttnBlockTokenizer, which frames texts in "
+                            "blocks; pass add_special_tokens=False for the tokenizer's plain call.")
         cut = truncation not in (None, False, "do_not_truncate")
         length = (max_length or self.model_max_length) if cut else None
         padded_to = {"max_length": max_length} if kwargs.get("padding") == "max_length" else {}
         return frame_texts(self, text, self.block, length, return_special_tokens_mask, **padded_to, **kwargs)
 
-    def check_framed_options(self, text, kwargs: dict) -> None:
-        """Raise ``TypeError`` unless ``text`` is a string or a list of strings and every option in ``kwargs`` is
-        one that framing honours (:data:`PAD_OPTIONS`)."""
-        if isinstance(text, (list, tuple)) and any(isinstance(item, (list, tuple)) for item in text):
-            raise TypeError("text: EffAttnBlockTokenizer frames single texts in blocks, not text pairs or words "
-                            "split in advance: give a string or a list of strings.")
-        if not isinstance(text, str) and not all(isinstance(item, str) for item in text):
-            raise TypeError(f"text must be a string or a list of strings, got {type(text).__name__}.")
-        unknown = sorted(set(kwargs) - set(PAD_OPTIONS))
-        if unknown:
-            raise TypeError(f"{', '.join(unknown)}: not honoured by EffAttnBlockTokenizer, which frames texts in "
-                            f"blocks; pass add_special_tokens=False for the tokenizer's plain call.")
-
     def save_pretrained(self, save_directory, *args, **kwargs):
         """Save as a tokenizer does; ``tokenizer_config.json`` names the source tokenizer's class, so a load without
         ``trust_remote_code`` gets it (unframed), and maps ``AutoTokenizer`` to this class's file."""
+        if kwargs.get("push_to_hub"):
+            raise ValueError("push_to_hub: EffAttnBlockTokenizer completes its tokenizer_config.json after saving; "
+                             "save the folder, then upload it (huggingface_hub.upload_folder).")
         saved = super().save_pretrained(save_directory, *args, **kwargs)
         path = os.path.join(save_directory, "tokenizer_config.json")
         with open(path, encoding="utf-8") as file:

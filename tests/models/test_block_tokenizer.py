@@ -75,15 +75,21 @@ def test_without_special_tokens_it_is_the_plain_tokenizer(framing, plain):
 
 
 @pytest.mark.parametrize("call, error, message", [
-    (lambda t: t("first", "second"), TypeError, r"^text_pair: EffAttnBlockTokenizer frames single texts in blocks, "
-                                                r"not text pairs .*: join each pair into one text\.$"),
-    (lambda t: t([("first", "second")]), TypeError, r"^text: EffAttnBlockTokenizer frames single texts in blocks, "
-                                                    r"not text pairs or words split in advance"),
-    (lambda t: t(["first", None]), TypeError, r"^text must be a string or a list of strings, got list\.$"),
+    (lambda t: t("first", "second"), TypeError, r"^text: EffAttnBlockTokenizer frames single texts, not text pairs "
+                                                r"\(their \[SEP\] between the two would be lost\): join each pair into "
+                                                r"one text, or load the plain tokenizer for pairs \(AutoTokenizer"),
+    (lambda t: t([("first", "second")]), TypeError, r"^text: EffAttnBlockTokenizer frames single texts, not text "
+                                                    r"pairs"),
+    (lambda t: t(["first", None]), TypeError, r"^text must be a string or a list of strings, got list holding "
+                                              r"NoneType\.$"),
+    (lambda t: t(7), TypeError, r"^text must be a string or a list of strings, got int\.$"),
     (lambda t: t("first", return_offsets_mapping=True), TypeError,
      r"^return_offsets_mapping: not honoured by EffAttnBlockTokenizer, which frames texts in blocks; pass "
      r"add_special_tokens=False for the tokenizer's plain call\.$"),
-], ids=["pair", "pair-in-list", "not-a-string", "offsets"])
+    (lambda t: t.save_pretrained("folder", push_to_hub=True), ValueError,
+     r"^push_to_hub: EffAttnBlockTokenizer completes its tokenizer_config.json after saving; save the folder, then "
+     r"upload it \(huggingface_hub.upload_folder\)\.$"),
+], ids=["pair", "pair-in-list", "not-a-string", "an-int", "offsets", "push"])
 def test_what_framing_cannot_honour_is_refused_in_one_line(framing, call, error, message):
     with pytest.raises(error, match=message):
         call(framing)

@@ -121,6 +121,8 @@ class CardContent:
     base_model_id: str | None = None
     # The folder's sentence-transformers pipeline (pooling, normalisation), when it is a sentence-transformers model.
     sentence_embedding: SentenceEmbedding | None = None
+    # The blocks the folder's tokenizer frames in its own call (EffAttnBlockTokenizer), read by write_model_card.
+    framing_block: int | None = None
 
     def __post_init__(self):
         if self.base_model_id is None and is_hub_id(self.base_model):
@@ -296,6 +298,7 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         processor_class=content.kind.processor_class,
         model_class=content.kind.model_class,
         usage_example=content.kind.usage_example,
+        framing_block=content.framing_block,
         sentence_embedding=content.sentence_embedding,
         sentence_transformers_code=sentence_transformers_code(content.repo_id),
         transformers_embedding_code=content.sentence_embedding and transformers_embedding_code(
@@ -308,9 +311,13 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
 
 
 def write_model_card(folder: str | Path, content: CardContent) -> Path:
-    """Render the card into ``folder/README.md`` and return its path."""
+    """Render the card into ``folder/README.md`` (with the blocks its tokenizer frames, where it does) and return its
+    path."""
+    from ..block_tokens import saved_framing_block  # the tokenizer's modules, only where a card is written
+
     path = Path(folder) / "README.md"
-    render_model_card(content).save(path)
+    framing = {"framing_block": saved_framing_block(str(folder))} if content.framing_block is None else {}
+    render_model_card(dataclasses.replace(content, **framing)).save(path)
     return path
 
 

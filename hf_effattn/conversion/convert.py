@@ -41,6 +41,7 @@ from pathlib import Path
 from transformers import AutoImageProcessor, AutoTokenizer, PreTrainedConfig
 from transformers.utils import cached_file, logging
 
+from ..block_tokens import framed_as_saved
 from ..options.argument_types import MAX_LEARNING_RATE
 from ..folders.hub_or_local import check_found, check_hub_id
 from ..models.hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
@@ -140,7 +141,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
                                     data_description=str(transfer["data"]), **transfer_arguments)
     with written_into_place(output_dir) as folder:
         model.save_pretrained(folder)
-        save_preprocessor(processor, family, folder, model.config if extension else None)
+        save_preprocessor(processor, family, folder, model.config, extension, checkpoint)
         copy_sentence_transformers_modules(checkpoint, folder, model.config.attention_max_length if extension else None)
         if report is not None:
             report.save(folder)
@@ -293,13 +294,17 @@ def load_preprocessor(checkpoint: str, family: str):
     return loader.from_pretrained(checkpoint)
 
 
-def save_preprocessor(processor, family: str, output_dir, extended_config=None) -> None:
-    """Save the checkpoint's tokenizer (text) or image ``processor`` (vision) into ``output_dir``, if it has one; for
-    a model extended to a larger input size (``extended_config``), sized to it (:data:`PREPROCESSOR_SIZES`)."""
+def save_preprocessor(processor, family: str, output_dir, config, extended: bool, checkpoint: str) -> None:
+    """Save the checkpoint's tokenizer (text) or image ``processor`` (vision) into ``output_dir``, if it has one: for
+    a model extended to a larger input size (``extended``), sized to its ``config`` (:data:`PREPROCESSOR_SIZES`); a
+    tokenizer that ``checkpoint`` saved framing its blocks, framing them still
+    (:func:`~hf_effattn.block_tokens.framed_as_saved`)."""
     if processor is None:
         return
-    if extended_config is not None:
-        PREPROCESSOR_SIZES[family](processor, extended_config)
+    if extended:
+        PREPROCESSOR_SIZES[family](processor, config)
+    if family == "text":
+        processor = framed_as_saved(checkpoint, processor, config.attention_config.get("local_block"))
     processor.save_pretrained(output_dir)
 
 

@@ -318,10 +318,13 @@ def write_remote_code(model, folder) -> list[str]:
     """Replace the modules that ``save_pretrained`` copied into ``folder`` with the two files generated for
     ``model`` (:func:`generated_files`); returns the names of the files written."""
     folder = Path(folder)
+    families = [type(model).__module__.rsplit(".", 1)[-1], CONFIG_MODULE]
     files = generated_files(type(model.config), list(model.auto_classes.values()), model.config.attention_type)
-    for path in folder.glob("*.py"):
-        if (MODELING / path.name).is_file() and path.name not in files:
-            path.unlink()
+    modules = closure(families)  # what save_pretrained copied (not a tokenizer's file), functions' imports included
+    copied = {f"{name}.py" for name in {m.name for m in modules} | {n for m in modules for d in m.definitions
+                                                                     for n in d.lazy}}
+    for name in copied - set(files):
+        (folder / name).unlink(missing_ok=True)
     for name, source in files.items():
         (folder / name).write_text(source)
     return sorted(files)

@@ -202,3 +202,14 @@ def test_supported_versions_are_the_packages_requirements():
     setup.read(Path(__file__).resolve().parents[2] / "setup.cfg")
     requirements = setup["options"]["install_requires"].split()
     assert f"transformers{SUPPORTED_TRANSFORMERS}" in requirements and f"torch{SUPPORTED_TORCH}" in requirements
+
+
+def test_saving_the_model_keeps_the_tokenizers_code_in_the_folder(tmp_path):
+    """A framed tokenizer saved first (``tokenization_effattn.py``, a file of the model code that no model imports)
+    stays when the model is saved into the same folder: only what the model's save copied is replaced."""
+    tokenizer_code = tmp_path / "tokenization_effattn.py"
+    tokenizer_code.write_text("# the tokenizer's\n")
+    hf_effattn.EffAttnRobertaModel(text_config("kerformer")).save_pretrained(tmp_path)
+    assert tokenizer_code.read_text() == "# the tokenizer's\n"
+    assert set(remote_code_files(tmp_path)) == {"configuration_effattn.py", "modeling_effattn_roberta.py",
+                                                "tokenization_effattn.py"}

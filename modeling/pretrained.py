@@ -10,11 +10,9 @@ Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of ch
   ``attention_type`` and ``attention_config``), its weights renamed where names differ
   (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
 
-Loading takes Transformers' own arguments as Transformers takes them: ``dtype`` (or ``torch_dtype``), ``"auto"``
-included, reaches the weights, never the config (``"auto"`` keeps the checkpoint's saved dtype, a source's too);
-``from_pretrained(None, config=config, state_dict=state_dict)`` builds the model from weights in memory; and weights
-of other shapes than the model's raise a ``RuntimeError`` naming ``ignore_mismatched_sizes``
-(:class:`MismatchedSizesError`).
+Transformers' own arguments mean what they mean there (``transformers_arguments.py``): ``dtype="auto"`` keeps the
+saved dtype (a source's too), ``from_pretrained(None, config=config, state_dict=state_dict)`` builds the model from
+weights in memory, and weights of other shapes raise a ``RuntimeError`` naming ``ignore_mismatched_sizes``.
 
 Either way a larger input size than the checkpoint's may be asked for (``max_length=N`` for text,
 ``image_size=S`` for ViT, the config's ``size_argument``; or a ``config`` of that size): the model is loaded at
@@ -49,20 +47,10 @@ from .load_report import log_loading_report, transformers_load_report_held_back
 from .local_window import LocalPart
 from .position_extension import extend_positions
 from .remote_code_files import trim_remote_code
+from .transformers_arguments import WEIGHT_KWARGS, MismatchedSizesError, checkpoint_config_dict
 
 logger = logging.get_logger(__name__)
 
-# Arguments of ``from_pretrained`` that locate the checkpoint's files.
-HUB_KWARGS = ("cache_dir", "force_download", "local_files_only", "proxies", "revision", "subfolder", "token")
-# Arguments of ``from_pretrained`` for the weights that are also config values: kept out of the config (``"auto"``
-# is no dtype), passed to Transformers' loading, which sets the config's dtype from them.
-WEIGHT_KWARGS = ("dtype", "torch_dtype")
-
-
-class MismatchedSizesError(RuntimeError, ValueError):
-    """Weights of a checkpoint whose shapes differ from the model's: a ``RuntimeError`` as Transformers raises it (code
-    that catches it and retries with ``ignore_mismatched_sizes=True`` works unchanged), and a ``ValueError``, the
-    user's to fix, so the command line answers it in one line."""
 
 
 @dataclass
@@ -277,18 +265,6 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         """``save_pretrained(..., push_to_hub=True)`` uploads the folder before it returns: trimmed first."""
         self.trim_remote_code(working_dir)
         return super()._upload_modified_files(working_dir, *args, **kwargs)
-
-
-def checkpoint_config_dict(path, kwargs: dict) -> dict:
-    """The ``config.json`` dict of checkpoint ``path`` (``kwargs``: those of ``from_pretrained``, which locate it);
-    with no path (``from_pretrained(None, config=config, state_dict=state_dict)``, weights in memory), the dict of
-    ``kwargs["config"]``, which must be given."""
-    if path is not None:
-        return PreTrainedConfig.get_config_dict(path, **{k: kwargs[k] for k in HUB_KWARGS if k in kwargs})[0]
-    if not isinstance(kwargs.get("config"), PreTrainedConfig):
-        raise ValueError("from_pretrained(None, ...) builds the model from weights in memory: pass the model's config "
-                         "(config=...) and its weights (state_dict=...), or give a checkpoint's folder or Hub id.")
-    return kwargs["config"].to_dict()
 
 
 def check_size_arguments(cls, kwargs: dict) -> None:

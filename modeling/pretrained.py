@@ -10,11 +10,9 @@ Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of ch
   ``attention_type`` and ``attention_config``), its weights renamed where names differ
   (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
 
-Loading takes Transformers' own arguments as Transformers takes them: ``dtype`` (or ``torch_dtype``), ``"auto"``
-included, reaches the weights, never the config (``"auto"`` keeps the checkpoint's saved dtype, a source's too);
-``from_pretrained(None, config=config, state_dict=state_dict)`` builds the model from weights in memory; and weights
-of other shapes than the model's raise a ``RuntimeError`` naming ``ignore_mismatched_sizes``
-(:class:`MismatchedSizesError`).
+Transformers' own arguments mean what they mean there (``transformers_arguments.py``): ``dtype="auto"`` keeps the
+saved dtype (a source's too), ``from_pretrained(None, config=config, state_dict=state_dict)`` builds the model from
+weights in memory, and weights of other shapes raise a ``RuntimeError`` naming ``ignore_mismatched_sizes``.
 
 Either way a larger input size than the checkpoint's may be asked for (``max_length=N`` for text,
 ``image_size=S`` for ViT, the config's ``size_argument``; or a ``config`` of that size): the model is loaded at
@@ -43,14 +41,12 @@ from transformers import AutoConfig, PreTrainedModel
 from .attentions import EfficientAttention
 from .configuration_effattn import WINDOW_SETTINGS
 from .extension_checks import check_fits_in_memory, window_checked_when_extended
-from .load_checks import (
-    WEIGHT_KWARGS, LoadPlan, MismatchedSizesError, check_block_period, check_same_attention, check_size_arguments,
-    checkpoint_config_dict, without_file_keys,
-)
+from .load_checks import LoadPlan, check_block_period, check_same_attention, check_size_arguments, without_file_keys
 from .load_report import log_loading_report, transformers_load_report_held_back
 from .local_window import LocalPart
 from .position_extension import extend_positions
 from .remote_code import write_remote_code
+from .transformers_arguments import WEIGHT_KWARGS, MismatchedSizesError, checkpoint_config_dict
 
 class EffAttnPreTrainedModel(PreTrainedModel):
     """Shared by the text and vision families; see the module docstring.

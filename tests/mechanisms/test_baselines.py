@@ -22,7 +22,7 @@ from hf_effattn.commands import train_task as train_task_command
 from hf_effattn.modeling.attention_performer import orthogonal_gaussian_features
 from hf_effattn.synthetic_tasks import training
 from helpers.mechanisms import build, mixed_batch, random_batch
-from helpers.models import save_source, text_config, text_inputs
+from helpers.models import enable_checkpointing, save_source, text_config, text_inputs
 from helpers.references import performer_reference
 from helpers.tolerances import assert_float64_close
 
@@ -130,7 +130,7 @@ def test_performer_redraw_skips_the_recomputation_of_gradient_checkpointing():
     for checkpointing in (False, True):
         model = performer_model(redraw_interval=1).train()
         if checkpointing:
-            model.activation_checkpointing_enable()
+            enable_checkpointing(model)
         train_step(model, batch)  # step 1: the initial features
         train_step(model, batch)  # step 2: redrawn before its forward, not again before its recomputation
         assert all(layer.attention.self.training_steps == 2 for layer in model.roberta.encoder.layer)

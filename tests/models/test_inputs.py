@@ -22,7 +22,7 @@ def prepared(attn_implementation: str) -> torch.Tensor:
     embeds = torch.zeros(*MASK.shape, 16)
     config = text_config()
     config._attn_implementation = attn_implementation  # the setter of every Transformers 5.x (5.25 ignores the kwarg)
-    return create_bidirectional_mask(config=config, inputs_embeds=embeds, attention_mask=MASK)
+    return create_bidirectional_mask(config, embeds, MASK)  # by position: 5.0 names the embeddings input_embeds
 
 
 PADDING_FORMS = {

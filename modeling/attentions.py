@@ -1,7 +1,7 @@
 """Every registered attention mechanism, imported so that it registers, and the registry's API.
 
 Import mechanisms from here (not from ``attention_base``) to be sure the registry is complete. (A saved folder's copy
-imports only the mechanisms its model runs: ``remote_code_files.py``.)
+imports only what its model runs: ``remote_code.py``.)
 """
 
 from .attention_base import AttentionOutput, EfficientAttention

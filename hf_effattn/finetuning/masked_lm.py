@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from ..options.argument_types import positive_int
 from ..model_cards import CardKind
-from ..modeling import pretrained
+from ..modeling import load_checks
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 from ..options.user_errors import run_script
 from .arguments import check_against_model
@@ -127,12 +127,12 @@ def check_options(args: argparse.Namespace) -> None:
 def load_logs_deferred():
     """Inside, the load's pre-flight check (``plan_load``) logs nothing: what it logs, a conversion of the
     checkpoint's attention, is logged once, by the load itself (:func:`load_masked_lm`), which runs the same check."""
-    level = pretrained.logger.level
-    pretrained.logger.setLevel(logging.ERROR)
+    level = load_checks.logger.level
+    load_checks.logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        pretrained.logger.setLevel(level)
+        load_checks.logger.setLevel(level)
 
 
 def check_shuffled_pieces(args: argparse.Namespace) -> None:

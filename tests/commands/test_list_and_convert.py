@@ -119,7 +119,7 @@ def test_convert_writes_a_hub_ready_folder(tmp_path):
     assert config["attention_type"] == "kerformer" and config["attention_config"]["se_mode"] == "channel"
     assert config["architectures"] == ["EffAttnRobertaForTokenClassification"]  # the checkpoint's head
     assert "AutoModelForTokenClassification" in config["auto_map"]
-    for name in ("model.safetensors", "modeling_effattn_roberta.py", "attention_kerformer.py", "tokenizer_config.json"):
+    for name in ("model.safetensors", "modeling_effattn_roberta.py", "configuration_effattn.py", "tokenizer_config.json"):
         assert (tmp_path / "out" / name).exists(), name
     card = (tmp_path / "out" / "README.md").read_text()  # the model card, with the converted model's limitations
     assert "its new parameters are untrained: fine-tune the model" in card and "@article{gan2023kerformer," in card

@@ -15,7 +15,7 @@ from helpers.finetuning import (
 )
 from huggingface_hub import ModelCard
 
-REMOTE_CODE_FILES = ("modeling_effattn_roberta.py", "configuration_effattn.py", "encoder.py", "attentions.py")
+REMOTE_CODE_FILES = ("modeling_effattn_roberta.py", "configuration_effattn.py")  # generated for the model
 
 RUNS = {
     # name: (data options, attention, expected eval splits, expected metrics)

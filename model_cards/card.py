@@ -242,8 +242,8 @@ def limitations(content: CardContent) -> list[str]:
                      "folder whose card declares no `base_model`. Name its Hub id with `--base_model` (Python: "
                      "`base_model=`) when you write the folder.")
     notes.append(
-        f"The remote code needs Transformers {SUPPORTED_TRANSFORMERS} and PyTorch {SUPPORTED_TORCH}. On Transformers "
-        "4 it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
+        f"The remote code needs Transformers {SUPPORTED_TRANSFORMERS} and PyTorch {SUPPORTED_TORCH}. On an older "
+        "Transformers it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
         "earlier, with a `FileNotFoundError` in `transformers_modules`).")
     return notes
 

@@ -188,8 +188,8 @@ def test_remote_code_on_an_older_transformers_names_the_version_it_needs(tmp_pat
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == 3 * [
-        "This efficient-attention model (hf_effattn) needs Transformers >=5,<6, but Transformers 4.57.1 is installed: "
-        'run `pip install -U "transformers>=5,<6"`.']
+        "This efficient-attention model (hf_effattn) needs Transformers >=5.20,<6, but Transformers 4.57.1 is "
+        'installed: run `pip install -U "transformers>=5.20,<6"`.']
 
 
 def test_supported_versions_are_the_packages_requirements():

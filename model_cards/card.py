@@ -243,8 +243,8 @@ def limitations(content: CardContent) -> list[str]:
                      "`base_model=`) when you write the folder.")
     notes.append(
         f"The remote code needs Transformers {SUPPORTED_TRANSFORMERS} and PyTorch {SUPPORTED_TORCH}. On an older "
-        "Transformers it refuses with a message naming the version (loading a local copy of the folder, Transformers 4 fails "
-        "earlier, with a `FileNotFoundError` in `transformers_modules`).")
+        "Transformers it refuses with a message naming the version (loading a local copy of the folder, Transformers "
+        "4 fails earlier, with a `FileNotFoundError` in `transformers_modules`).")
     return notes
 
 

@@ -76,8 +76,8 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     ``attention_type`` ``None`` keeps the checkpoint's own mechanism and settings (``sdpa`` for a RoBERTa, BERT or
     ViT checkpoint): e.g. to extend one of ours with ``max_length``.
 
-    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.folders.output_folders`): it may not be, contain or
-    lie inside the checkpoint or the transfer data, nor be a folder that is not empty unless
+    ``output_dir`` is checked before anything loads (:mod:`~hf_effattn.folders.output_folders`): it may not be,
+    contain or lie inside the checkpoint or the transfer data, nor be a folder that is not empty unless
     ``overwrite_output_dir``, which replaces it whole.
     It is written into a temporary folder beside it and moved into place once complete.
 

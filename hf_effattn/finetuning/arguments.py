@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 
 from ..options.argument_types import hub_id, learning_rate, non_negative_float, non_negative_int, positive_int, share
-from ..models.hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE, check_local_part, check_window_dropout_of, first_attention
+from ..models.hybrid_parts import (
+    MECHANISM_WEIGHT_LEARNING_RATE, check_local_part, check_window_dropout_of, first_attention,
+)
 from ..modeling.attentions import get_attention_class
 from ..modeling.fast_paths import check_fast_paths_can_run, fast_path_devices, fast_path_mode
 from ..folders.output_folders import Input
@@ -193,7 +195,8 @@ def check_against_model(args: argparse.Namespace, config) -> None:
     longest input its position embeddings take (``config.attention_max_length``: for RoBERTa
     ``max_position_embeddings - pad_token_id - 1``, as positions start after the padding index), and a window
     dropout or the gates' learning rate without a window or blocks beside the mechanism
-    (:func:`~hf_effattn.models.hybrid_parts.check_local_part`); then the fast-path mode (:func:`check_fast_path_mode`)."""
+    (:func:`~hf_effattn.models.hybrid_parts.check_local_part`); then the fast-path mode
+    (:func:`check_fast_path_mode`)."""
     max_length, limit = getattr(args, "max_length", None), getattr(config, "attention_max_length", None)
     if max_length and limit and max_length > limit:
         raise ValueError(f"--max_length {max_length} is longer than the {limit} tokens {args.model_name_or_path} "

@@ -31,6 +31,7 @@ from ..options.argument_types import positive_int
 from ..model_cards import CardKind
 from ..modeling import load_checks
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
+from ..modeling.tokenization_effattn import EffAttnBlockTokenizer
 from ..options.user_errors import run_script
 from .arguments import check_against_model
 from .loop import Finetuner
@@ -265,6 +266,15 @@ class MaskedLMFinetuner(Finetuner):
         return loss_metrics(loss_sum.item(), tokens)
 
 
+def framing_tokenizer(args: argparse.Namespace, tokenizer, config):
+    """What the output folder saves: with ``--block_special_tokens``, the tokenizer that frames every block as the
+    run framed its examples (``EffAttnBlockTokenizer``, remote code), so that Transformers alone reads the model as
+    it was trained; else ``tokenizer``. Used only to save: the data was framed before."""
+    if not args.block_special_tokens:
+        return tokenizer
+    return EffAttnBlockTokenizer.from_tokenizer(tokenizer, config.attention_config["local_block"])
+
+
 RECIPE = Recipe(
     description="Continue the masked-LM pretraining of an efficient-attention RoBERTa-style encoder on raw text.",
     add_data_arguments=add_masked_lm_arguments,
@@ -276,6 +286,7 @@ RECIPE = Recipe(
     finetuner=MaskedLMFinetuner,
     check_options=check_options,
     labels=NO_LABELS,
+    saved_processor=framing_tokenizer,
 )
 build_parser = RECIPE.build_parser
 parse_args = RECIPE.parse_args

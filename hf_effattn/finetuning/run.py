@@ -7,8 +7,8 @@ options as keyword arguments.
 What a run refuses comes first, each check before anything it does not need: inputs named as local folders that
 do not exist, the options against the model's config (:attr:`Recipe.check_options`: no weights or data loaded),
 the device's mixed precision, the output folder against the run's inputs and what it holds
-(:mod:`hf_effattn.folders.output_folders`), the settings of a checkpoint to resume, the tokenizer or image processor, and
-the model, before the data wherever its head does not depend on the data's labels (``run_mlm.py``'s).
+(:mod:`hf_effattn.folders.output_folders`), the settings of a checkpoint to resume, the tokenizer or image processor,
+and the model, before the data wherever its head does not depend on the data's labels (``run_mlm.py``'s).
 """
 
 from __future__ import annotations
@@ -61,6 +61,7 @@ class Recipe:
     check_options: Callable  # (args) -> None: refuse, before anything loads, what the model's config can't honour
     finetuner: type[Finetuner] = Finetuner  # the training loop: a subclass evaluates other tasks (e.g. masked LM)
     labels: LabelInfo | None = None  # the task's labels where the data does not give them: the model loads first
+    saved_processor: Callable | None = None  # (args, processor, config) -> what the folder saves, if not the processor
 
     def build_parser(self):
         """The script's ``argparse`` parser (the documentation's command-line reference reads it too)."""
@@ -112,6 +113,8 @@ class Recipe:
         if model is None:
             model = self.load_model(args, data.labels)
         fit_tokenizer(args, processor, model.config)
+        if self.saved_processor is not None:
+            processor = self.saved_processor(args, processor, model.config)
         transfer = attention_transfer(args, model, data, args.per_device_train_batch_size, accelerator.device,
                                       accelerator.is_main_process, resuming=checkpoint is not None,
                                       folder=folder.path)
@@ -149,8 +152,8 @@ def copy_source_modules(args, model, folder) -> None:
 
 
 def prepare_output_folder(args, processes) -> OutputFolder:
-    """Check ``--output_dir`` against the run's inputs and what it holds (:mod:`hf_effattn.folders.output_folders`), after
-    putting right what a killed run left; return where the run writes (beside ``--output_dir`` when it replaces the
+    """Check ``--output_dir`` against the run's inputs and what it holds (:mod:`hf_effattn.folders.output_folders`),
+    after putting right what a killed run left; return where the run writes (beside ``--output_dir`` when it replaces the
     folder). ``processes``: the run's ``Accelerator`` (or Accelerate's ``PartialState``); the main process writes."""
     if processes.is_main_process:
         restore_interrupted(args.output_dir)

@@ -16,8 +16,8 @@ model card of ``model_cards/template.md`` (and a sentence-transformers checkpoin
 and the folder holds the adapter and its base (:mod:`hf_effattn.finetuning.lora`); ``--push_to_hub`` uploads it with
 hf_effattn's publisher (and not Trainer's, which would replace the card): only the Hub-ready files, never Trainer's
 ``checkpoint-*`` folders or pickles (``publishing.HUB_IGNORE_PATTERNS``), and the card names the repository as the
-Hub does. The output folder follows the rule of the other scripts (:mod:`hf_effattn.folders.output_folders`): never one of
-the run's inputs, and a folder that holds files replaced whole, at the run's first checkpoint or its end, with
+Hub does. The output folder follows the rule of the other scripts (:mod:`hf_effattn.folders.output_folders`): never
+one of the run's inputs, and a folder that holds files replaced whole, at the run's first checkpoint or its end, with
 ``--overwrite_output_dir``. ``--resume_from_checkpoint latest`` continues from the newest ``checkpoint-*`` in
 ``--output_dir``, as in the other scripts.
 """
@@ -35,7 +35,8 @@ from transformers.trainer_utils import get_last_checkpoint
 
 from ..options.argument_types import MAX_LEARNING_RATE
 from ..models.hybrid_parts import (
-    WindowDropout, check_mechanism_weights, has_hybrid_layers, mechanism_weights, only_part, with_mechanism_weight_group,
+    WindowDropout, check_mechanism_weights, has_hybrid_layers, mechanism_weights, only_part,
+    with_mechanism_weight_group,
 )
 from ..options.keyword_options import errors_raised, keyword_argv
 from ..model_cards import TEXT_CLASSIFICATION, CardContent, card_base_model, card_license, card_writer
@@ -163,9 +164,10 @@ class InPlaceAtFirstSave(TrainerCallback):
 
 
 class WindowDropoutEachStep(TrainerCallback):
-    """``--window_dropout`` under Trainer: on the optimizer steps that :class:`~hf_effattn.models.hybrid_parts.WindowDropout`
-    draws (from ``--seed`` and the step), the hybrid layers run the mechanism alone; after every step a mechanism
-    weight that stopped being a number stops the run, naming the step."""
+    """``--window_dropout`` under Trainer: on the optimizer steps that
+    :class:`~hf_effattn.models.hybrid_parts.WindowDropout` draws (from ``--seed`` and the step), the hybrid layers run
+    the mechanism alone; after every step a mechanism weight that stopped being a number stops the run, naming the
+    step."""
 
     def __init__(self, model, rate: float, seed: int):
         self.model, self.dropout, self.part = model, WindowDropout(rate, seed), ExitStack()
@@ -260,7 +262,8 @@ def train_with_trainer(training_args: TrainingArguments, options, folder: Output
         model=model, args=dataclasses.replace(training_args, push_to_hub=False, output_dir=str(folder.path)),
         train_dataset=data.train, eval_dataset=next(iter(data.evaluation.values())), data_collator=data.collate_fn,
         processing_class=tokenizer, compute_metrics=metric_function(data.metrics),
-        callbacks=[InPlaceAtFirstSave(folder), WindowDropoutEachStep(model, options.window_dropout, training_args.seed)],
+        callbacks=[InPlaceAtFirstSave(folder),
+                   WindowDropoutEachStep(model, options.window_dropout, training_args.seed)],
         mechanism_weight_learning_rate=options.mechanism_weight_learning_rate,
     )
     resumed = training_args.resume_from_checkpoint

@@ -82,7 +82,8 @@ def check_hub_id(name: str | None) -> None:
     try:
         validate_repo_id(name)
     except HFValidationError:
-        raise ValueError(f"{name!r} is not a Hub id: give one such as sentence-transformers/all-MiniLM-L6-v2.") from None
+        raise ValueError(f"{name!r} is not a Hub id: give one such as sentence-transformers/all-MiniLM-L6-v2.") \
+            from None
 
 
 def looks_local(path: Path) -> bool:

@@ -138,8 +138,8 @@ def with_mechanism_weight_group(groups: list[dict], model: nn.Module, learning_r
 
 
 def check_mechanism_weights(model: nn.Module, fix: str = "lower the learning rate", step: int | None = None) -> None:
-    """Raise :class:`~hf_effattn.options.user_errors.TrainingDiverged` naming the first layer whose mechanism weight is NaN or
-    infinite, and the training ``step`` when given (one host-device sync for all layers)."""
+    """Raise :class:`~hf_effattn.options.user_errors.TrainingDiverged` naming the first layer whose mechanism weight is
+    NaN or infinite, and the training ``step`` when given (one host-device sync for all layers)."""
     layers = hybrid_layers(model)
     if not layers or bool(torch.isfinite(torch.cat([layer.window.mechanism_logit for layer in layers])).all()):
         return

@@ -94,3 +94,24 @@ def test_block_special_tokens_are_refused_without_blocks_or_line_by_line(tmp_pat
         load_script("run_mlm").main(["--model_name_or_path", tiny_blocks_checkpoint(tmp_path), "--line_by_line",
                                      *options])
     assert not (tmp_path / "out").exists()
+
+
+def test_run_mlm_saves_the_tokenizer_that_frames_its_blocks(tmp_path):
+    """The folder of a framed run reads with Transformers alone as it was trained: its tokenizer is the framing one
+    (remote code behind ``AutoTokenizer``), giving ``tokenize_in_blocks``'s ids; without the package the same is
+    checked in a fresh process by ``tests/conversion/test_framed_folders_without_the_package.py``."""
+    from transformers import AutoTokenizer
+
+    rng = random.Random(0)
+    train = text_file(tmp_path, [paragraph(rng) for _ in range(120)])
+    checkpoint = tiny_blocks_checkpoint(tmp_path)
+    load_script("run_mlm").main(["--model_name_or_path", checkpoint, "--train_file", train, "--max_seq_length", "64",
+                                 "--block_special_tokens", "--max_train_steps", "1",
+                                 *training_options(tmp_path / "out")])
+    assert (tmp_path / "out" / "tokenization_effattn.py").is_file()
+    framing = AutoTokenizer.from_pretrained(tmp_path / "out", trust_remote_code=True)
+    plain = AutoTokenizer.from_pretrained(tmp_path / "out")  # without remote code: the checkpoint's own, unframed
+    text = paragraph(random.Random(1))
+    expected = tokenize_in_blocks(plain, text, 32, return_tensors="pt")
+    assert torch.equal(framing(text, return_tensors="pt")["input_ids"], expected["input_ids"])
+    assert "Its tokenizer does: loaded with `trust_remote_code=True`" in (tmp_path / "out" / "README.md").read_text()

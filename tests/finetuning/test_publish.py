@@ -93,7 +93,8 @@ def test_card_limitations_say_what_trained_the_attention_and_which_versions_load
         text = render_model_card(card_content(**changes)).text
         return text[text.index("## Limitations"):text.index("## Citation")]
 
-    supported = "Transformers >=5.20,<6 and PyTorch >=2.4. On an older Transformers it refuses with a message naming the version"
+    supported = ("Transformers >=5.20,<6 and PyTorch >=2.4. On an older Transformers it refuses with a message naming "
+                 "the version")
     fine_tuned = limitations()
     assert "its new parameters started from random values and were trained only on the fine-tuning data " \
            "([nyu-mll/glue (mrpc)]" in fine_tuned and supported in fine_tuned

@@ -97,7 +97,8 @@ def test_one_name_with_two_meanings_is_refused(tmp_path):
     write(tmp_path, {**MODULES, "base": MODULES["base"].replace("def unused()", "def scale()")})
     with pytest.raises(ValueError, match=r"scale is defined in both helpers.py and base.py: .* rename one"):
         reachable(closure(["model"], tmp_path), {"Model"})
-    helpers = MODULES["helpers"].replace("from typing", "import math\n        from typing").replace("2 * x", "math.e * x")
+    helpers = MODULES["helpers"].replace("from typing", "import math\n        from typing")
+    helpers = helpers.replace("2 * x", "math.e * x")
     write(tmp_path, {**MODULES, "base": MODULES["base"].replace("import math", "import cmath as math"),
                      "helpers": helpers})
     modules = closure(["model"], tmp_path)

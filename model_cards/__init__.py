@@ -14,11 +14,11 @@ if __name__ != "hf_effattn.model_cards":
 
 from .card import (  # noqa: E402 (after the check above)
     IMAGE_CLASSIFICATION, TEMPLATE_PATH, TEXT_CLASSIFICATION, CardContent, CardKind, card_writer, converted_kind,
-    render_model_card, write_model_card,
+    local_part_of, render_model_card, write_model_card,
 )
 from .converted_attention import source_architecture  # noqa: E402
 from .source_card import License, card_base_model, card_license  # noqa: E402
 
 __all__ = ["CardContent", "CardKind", "IMAGE_CLASSIFICATION", "License", "TEMPLATE_PATH", "TEXT_CLASSIFICATION",
-           "card_base_model", "card_license", "card_writer", "converted_kind", "render_model_card", "source_architecture",
-           "write_model_card"]
+           "card_base_model", "card_license", "card_writer", "converted_kind", "local_part_of", "render_model_card",
+           "source_architecture", "write_model_card"]

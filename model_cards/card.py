@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..models.model_classes import TASKS
-from ..modeling.attentions import build_settings, describe_attention
-from ..modeling.kernel_attention import KernelSettings
+from ..modeling.attentions import describe_attention, get_settings_class
+from ..modeling.local_settings import local_part_settings
 from ..modeling.load_report import fold_layers
 from ..modeling.supported_versions import SUPPORTED_TORCH, SUPPORTED_TRANSFORMERS
 from ..models.presets import SOFTMAX_IMPLEMENTATIONS, list_models
@@ -123,6 +123,8 @@ class CardContent:
     sentence_embedding: SentenceEmbedding | None = None
     # The blocks the folder's tokenizer frames in its own call (EffAttnBlockTokenizer), read by write_model_card.
     framing_block: int | None = None
+    # The model's exact local part (its config's local_window, local_block, global_tokens, ...), empty without one.
+    local_part: dict = field(default_factory=dict)
 
     def __post_init__(self):
         if self.base_model_id is None and is_hub_id(self.base_model):
@@ -248,11 +250,18 @@ def limitations(content: CardContent) -> list[str]:
     return notes
 
 
-def shares_normaliser(attention_type: str, attention_config: dict) -> bool:
-    """Whether the mechanism's terms sit under its local part's normaliser: a kernelized mechanism's setting
+def local_part_of(config) -> dict:
+    """A model config's exact local part as :attr:`CardContent.local_part` holds it (empty without one)."""
+    local = config.local_part
+    return {} if local is None else local.to_dict()
+
+
+def shares_normaliser(attention_type: str, local_part: dict) -> bool:
+    """Whether the mechanism's terms sit under its local part's normaliser: a kernelized mechanism's
     ``shared_normaliser`` in force (the others are mixed per head)."""
-    settings = build_settings(attention_type, attention_config)
-    return isinstance(settings, KernelSettings) and settings.shares_normaliser
+    role = get_settings_class(attention_type).local_part_role
+    local = local_part_settings(local_part, role)
+    return local is not None and local.shares_normaliser(role)
 
 
 def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE_PATH):
@@ -287,11 +296,11 @@ def render_model_card(content: CardContent, template_path: str | Path = TEMPLATE
         hyperparameters=content.hyperparameters,
         transfer=content.transfer,
         window_weights=content.window_weights,
-        local_window=content.attention_config.get("local_window"),
-        local_block=content.attention_config.get("local_block"),
-        global_tokens=content.attention_config.get("global_tokens"),
-        local_window_every=content.attention_config.get("local_window_every", 1),
-        shared_normaliser=shares_normaliser(content.attention_type, content.attention_config),
+        local_window=content.local_part.get("local_window"),
+        local_block=content.local_part.get("local_block"),
+        global_tokens=content.local_part.get("global_tokens"),
+        local_window_every=content.local_part.get("local_window_every", 1),
+        shared_normaliser=shares_normaliser(content.attention_type, content.local_part),
         lora=content.lora,
         extension=content.extension and {**content.extension, "parameters": ", ".join(
             f"`{name}`" for name in fold_layers(content.extension["parameters"]).split(", "))},

@@ -23,10 +23,10 @@ def gates_start(window_weights: list[list[float]]) -> str:
     return f"at {values[0]:g}" if len(values) == 1 else f"between {values[0]:g} and {values[-1]:g}"
 
 
-def block_reading(attention_config: dict, extension: dict | None) -> str | None:
+def block_reading(local_part: dict, extension: dict | None) -> str | None:
     """What a model's aligned blocks (``local_block``) read exactly, or ``None`` without blocks: at the checkpoint's
     own length (the input size it was extended ``from``), its chunked reader."""
-    block = attention_config.get("local_block")
+    block = local_part.get("local_block")
     if block is None:
         return None
     if extension and extension["from"] == block:
@@ -39,7 +39,7 @@ def block_reading(attention_config: dict, extension: dict | None) -> str | None:
 def converted_purpose(content) -> str:
     """The card's sentence on a model only converted (a :class:`~.card.CardContent` without transfer or results):
     what is exact, and what is new and untrained."""
-    blocks = block_reading(content.attention_config, content.extension)
+    blocks = block_reading(content.local_part, content.extension)
     if content.attention_type == "local":
         exact = blocks or "each token reads its window exactly with the checkpoint's own softmax attention"
         return f"converted and not fine-tuned, with no new parameters: {exact}"
@@ -53,7 +53,7 @@ def converted_purpose(content) -> str:
 def untrained_note(content, origin: str) -> str:
     """The limitation of a converted model whose mechanism is new and untrained (``origin`` names it): beside
     aligned blocks, what training it takes; else fine-tuning before use."""
-    if content.attention_config.get("local_block") is None or not content.window_weights:
+    if content.local_part.get("local_block") is None or not content.window_weights:
         return f"{origin} are untrained: fine-tune the model before relying on its outputs."
     return (f"{origin} are untrained, mixed in by gates starting {gates_start(content.window_weights)}, so that the "
             "model starts near its blocks alone: train it by masked-LM continued pretraining on long texts "

@@ -12,19 +12,9 @@ and maps the layer input to the per-token context *before* the output projection
                            attentions [B, h, N, N] or None)
 
 A mechanism implements :meth:`EfficientAttention.attend` (the same arguments, plus the query/key/value
-projections when the caller has them already); the base class's ``forward`` checks the length and runs it, alone
-or beside the exact local window.
-
-The local window (``local_window``, ``global_tokens``, ``local_window_every``: settings every mechanism has, off by
-default, see ``local_window.py``): each token attends exactly, with softmax, to the tokens within ``local_window // 2``
-ranks of it (and to the global tokens), and through the mechanism to the rest, in every layer or in one layer of
-``local_window_every`` (the others run the mechanism alone). Two ways of putting the parts together:
-
-* kernelized mechanisms (``kernel_attention.py``) share one normaliser (their setting ``shared_normaliser``, true
-  beside a window by default): the mechanism's terms stand for the keys outside the window, weighted per head by
-  ``sigma(mechanism_logit)`` (LoLCATs);
-* every other mechanism is mixed per head: ``(1 - sigma) window(x) + sigma mechanism(x)`` (:meth:`EfficientAttention.
-  attend_with_window`).
+projections when the caller has them already); the base class's ``forward`` checks the length and runs it, on its
+fast path where one applies (``fast_paths.py``). A mechanism knows nothing of an exact local part: the encoder layer
+composes one beside it where the model declares one (``hybrid_attention.py``).
 
 Capabilities are class attributes, read by the encoder and the models so that they never branch
 on a mechanism's name:
@@ -35,14 +25,12 @@ on a mechanism's name:
 * ``needs_max_length``: has parameters sized by the model's maximum length; longer inputs are an error. Such a
   mechanism defines :meth:`EfficientAttention.extend_length_sized_weights`, its rule for growing them when the
   model's positions are extended (``from_pretrained(..., max_length=N)``, ``position_extension``).
-* ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``; with a local window every
-  mechanism has them, since the window needs them).
-* ``takes_local_window``: takes the window settings (softmax attention does not: it is exact over every token
-  already).
+* ``uses_query_key``: has ``query`` and ``key`` projections (PSF has only ``value``; beside a local part every
+  mechanism has them, since the part needs them).
 * ``has_own_kernels``: the fast path is the mechanism's own CUDA kernels, called from :meth:`EfficientAttention.attend`
   where ``fast_paths.takes_fast_path`` allows (PSF's factor product, ``chord_kernels.py``), not the layer compiled.
 
-Settings: ``attention_settings.py`` (the contract for a mechanism's settings, the local parts' and their checks).
+Settings: ``attention_settings.py`` (the contract for a mechanism's settings and how it joins a local part).
 """
 
 from __future__ import annotations
@@ -56,8 +44,6 @@ from torch import nn
 
 from .attention_settings import AttentionSettings, check_heads
 from .fast_paths import run_fast, takes_fast_path
-from .local_blocks import LocalBlocks
-from .local_window import LocalPart, LocalWindow
 
 @dataclass
 class AttentionOutput:
@@ -84,15 +70,7 @@ class EfficientAttention(nn.Module):
     has_aux_loss: ClassVar[bool] = False
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
-    takes_local_window: ClassVar[bool] = True
     has_own_kernels: ClassVar[bool] = False
-    # The gate's default start sigma(mechanism_logit), the weight of the mechanism's part beside a local part (the
-    # setting initial_mechanism_weight overrides it; the kernelized mechanisms' in ``kernel_attention.py``): beside a
-    # window 0.5, an even mix for a mechanism that is trained with it anyway; beside aligned blocks 0.01, so that a
-    # freshly converted block hybrid reads as the chunked reader it came from and the memory's weight grows only as
-    # training finds it useful. Saved models keep the gates they were saved with (the logit is a saved parameter).
-    window_mechanism_weight: ClassVar[float | None] = 0.5
-    block_mechanism_weight: ClassVar[float | None] = 0.01
     # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).
     length_limit_fix: ClassVar[str] = ""
 
@@ -113,10 +91,6 @@ class EfficientAttention(nn.Module):
         if self.needs_max_length and not max_length:
             raise ValueError(f"The {self.name!r} attention needs the model's maximum length (max_length).")
         settings.check(hidden_size, num_heads, max_length)
-        self.window = self.build_window(num_heads, settings, layer_idx)
-        self.parts = "both"  # with a window: "both", or "window" / "mechanism" alone (see :meth:`forward`)
-        if self.window is not None:
-            self.uses_query_key = True  # the window attends with the query and key projections
         self.hidden_size = hidden_size
         self.num_heads = num_heads
         self.head_dim = hidden_size // num_heads
@@ -127,31 +101,6 @@ class EfficientAttention(nn.Module):
             self.query = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
             self.key = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
-
-    def build_window(self, num_heads: int, settings: AttentionSettings, layer_idx: int) -> LocalPart | None:
-        """The exact local part beside the mechanism (with its per-head gate), ``self.window``: aligned blocks
-        (``local_block``), a sliding window (``local_window``), or None without one (neither, or a layer that
-        ``local_window_every`` leaves to the mechanism alone)."""
-        if settings.local_block is not None:
-            return LocalBlocks(num_heads, settings.local_block, settings.global_tokens,
-                               mechanism_weight=self.gate_start(settings, blocks=True))
-        if settings.local_window is None or layer_idx % settings.local_window_every:
-            return None
-        return LocalWindow(num_heads, settings.local_window, settings.global_tokens,
-                           mechanism_weight=self.gate_start(settings, blocks=False))
-
-    @classmethod
-    def gate_start(cls, settings: AttentionSettings, blocks: bool) -> float | None:
-        """The gate's initial value beside aligned blocks (``blocks``) or a window: the setting, else
-        :meth:`default_gate_start` (None: no mechanism beside)."""
-        default = cls.default_gate_start(settings, blocks)
-        return default if default is None or settings.initial_mechanism_weight is None \
-            else settings.initial_mechanism_weight
-
-    @classmethod
-    def default_gate_start(cls, settings: AttentionSettings, blocks: bool) -> float | None:
-        """The mechanism's default start beside blocks or a window (the class attributes above)."""
-        return cls.block_mechanism_weight if blocks else cls.window_mechanism_weight
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """Queries, keys and values ``[B, h, N, d]`` from ``hidden_states [B, N, C]``."""
@@ -170,12 +119,8 @@ class EfficientAttention(nn.Module):
         return self.exact_forward(hidden_states, padding_mask, state, output_attentions)
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """The exact path. With a local part, ``self.parts`` chooses what runs: ``"both"`` (the default),
-        ``"window"`` (the mechanism's part switched off) or ``"mechanism"`` (the local part switched off: the
-        mechanism alone, as without one); training code sets it (window dropout, ablations), it is not saved."""
-        if self.window is None or self.parts == "mechanism":
-            return self.attend(hidden_states, padding_mask, state, output_attentions)
-        return self.attend_with_window(hidden_states, padding_mask, state, output_attentions)
+        """The exact path: :meth:`attend` (a hybrid composes its local part here, ``hybrid_attention.py``)."""
+        return self.attend(hidden_states, padding_mask, state, output_attentions)
 
     def tensors_forward(self, hidden_states, padding_mask=None, state=None):
         """:meth:`exact_forward`'s context, state and auxiliary loss as a tuple (what the compiled fast path
@@ -188,36 +133,6 @@ class EfficientAttention(nn.Module):
         """The mechanism alone (the paper's attention): arguments and result as ``forward``'s; ``projections``:
         :meth:`project`'s queries, keys and values when the caller computed them already."""
         raise NotImplementedError
-
-    def attend_with_window(self, hidden_states, padding_mask=None, state=None,
-                           output_attentions=False) -> AttentionOutput:
-        """The window and the mechanism mixed per head: ``(1 - sigma) window + sigma mechanism``, sigma =
-        ``sigmoid(window.mechanism_logit)`` ``[h]``; the global tokens' rows are the window's alone (exact)."""
-        projections = self.project(hidden_states)
-        window = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
-        if self.parts == "window":  # the mechanism's output unused; the state it carries still reaches the layers
-            # that run it alone (those that local_window_every leaves without a window)
-            state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
-                if self.carries_state and self.settings.local_window_every > 1 else None
-            return AttentionOutput(self.merge_heads(window.context), state, attentions=window.attentions)
-        mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
-        weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
-        context = self.mixed(window.context, self.split_heads(mechanism.context), weight, window.global_rows)
-        attentions = None
-        if output_attentions:
-            attentions = self.mixed(window.attentions, mechanism.attentions, weight, window.global_rows)
-        return AttentionOutput(self.merge_heads(context), mechanism.state, mechanism.aux_loss, attentions)
-
-    def mixed(self, local: torch.Tensor, mechanism: torch.Tensor, weight: torch.Tensor,
-              global_rows: torch.Tensor) -> torch.Tensor:
-        """``(1 - weight) local + weight mechanism`` (one fused ``torch.lerp``, in the widest of the three dtypes) for
-        ``[B, h, N, *]`` tensors and ``weight [h, 1, 1]``, but the local part's own rows at the global tokens
-        (``global_rows [B or 1, N]``)."""
-        dtype = torch.promote_types(torch.promote_types(local.dtype, mechanism.dtype), weight.dtype)
-        mixed = torch.lerp(local.to(dtype), mechanism.to(dtype), weight.to(dtype))
-        if not self.window.global_tokens:
-            return mixed
-        return torch.where(global_rows[:, None, :, None], local, mixed)
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
         """``[B, N, h * d] -> [B, h, N, d]`` (any ``d``; explicit, so that an empty batch keeps its shape)."""

@@ -56,7 +56,7 @@ class DBASettings(AttentionSettings):
     compressed_length: int = setting(16, int, minimum=1)
     compressed_dim: int = setting(24, int, minimum=1)
 
-    def check_shape(self, hidden_size, num_heads, max_length):
+    def check(self, hidden_size, num_heads, max_length):
         require(self.compressed_dim % num_heads == 0, "compressed_dim", self.compressed_dim,
                 f"a positive multiple of num_attention_heads={num_heads} (for example {2 * num_heads})")
 

@@ -61,7 +61,7 @@ class KerformerSettings(KernelSettings):
     se_reduction: int = setting(4, int, minimum=1)
     eps: float = setting(1e-6, float, above=0)
 
-    def check_shape(self, hidden_size, num_heads, max_length):
+    def check(self, hidden_size, num_heads, max_length):
         head_dim = hidden_size // num_heads
         require(self.se_reduction <= head_dim, "se_reduction", self.se_reduction,
                 f"an integer in [1, head width = {head_dim}]")

@@ -80,7 +80,7 @@ class NystromformerSettings(AttentionSettings):
     pinv_iterations: int = setting(6, int, minimum=1)
     conv_kernel_size: int | None = setting(33, int, minimum=1, none_means="no convolution skip")
 
-    def check_shape(self, hidden_size, num_heads, max_length):
+    def check(self, hidden_size, num_heads, max_length):
         kernel = self.conv_kernel_size
         require(kernel is None or kernel % 2 == 1, "conv_kernel_size", kernel,
                 "an odd positive integer (the output keeps the input's length), or None for no convolution")

@@ -77,7 +77,7 @@ class PSFSettings(AttentionSettings):
     factor_hidden_size: int | None = setting(64, int, minimum=1, none_means="the model width")
     residual: bool = setting(False, bool)
 
-    def check_shape(self, hidden_size, num_heads, max_length):
+    def check(self, hidden_size, num_heads, max_length):
         if self.num_links is not None and max_length:
             require(2 ** (self.num_links - 2) < max_length, "num_links", self.num_links,
                     f"at most {log2_ceil(max_length) + 1} for max_length={max_length} (longest link 2^(K-2) < N_max)")

@@ -27,9 +27,15 @@ from typing import Any
 
 from .attention_base import EfficientAttention
 from .attention_settings import AttentionSettings
+from .local_settings import (
+    LOCAL_PART_SETTINGS, LocalPartSettings, local_part_settings, merge_local_settings, split_local_settings,
+)
 
 _SETTINGS: dict[str, type[AttentionSettings]] = {}
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
+_LOCAL_PARTS: dict[str, type] = {}  # "window", "blocks" -> the exact local part (``hybrid_attention.LocalPart``)
+_COMPOSITIONS: dict[str, type] = {}  # "mixed", "shared" -> how a mechanism joins it (``hybrid_attention.py``)
+_HYBRIDS: dict[tuple[type, type, type], type] = {}  # (composition, part, mechanism) -> their class, built once
 
 
 def register_settings(*names: str):
@@ -55,6 +61,44 @@ def register_attention(name: str):
         return cls
 
     return decorate
+
+
+def register_local_part(kind: str):
+    """Class decorator adding an exact local part (a ``hybrid_attention.LocalPart``) under ``kind``, the
+    ``LocalPartSettings.kind`` that builds it."""
+
+    def decorate(cls: type) -> type:
+        registered(_LOCAL_PARTS, kind, cls, "local part")
+        cls.kind = kind
+        return cls
+
+    return decorate
+
+
+def register_composition(join: str):
+    """Class decorator adding a composition of a mechanism and its local part (a ``hybrid_attention.HybridAttention``)
+    under ``join``: ``"mixed"``, or ``"shared"`` for a kernelized mechanism under the part's normaliser."""
+
+    def decorate(cls: type) -> type:
+        registered(_COMPOSITIONS, join, cls, "composition")
+        return cls
+
+    return decorate
+
+
+def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
+    """``mechanism`` composed with the local part that ``local`` declares: ``<Mechanism>With<Part>``, the composition
+    (:func:`composition_of`) first, then the mechanism; one class per triple."""
+    composition, part = _COMPOSITIONS[composition_of(mechanism, local)], _LOCAL_PARTS[local.kind]
+    if (composition, part, mechanism) not in _HYBRIDS:
+        _HYBRIDS[composition, part, mechanism] = type(f"{mechanism.__name__}With{part.__name__}",
+                                                      (composition, mechanism), {"local_part_class": part})
+    return _HYBRIDS[composition, part, mechanism]
+
+
+def composition_of(mechanism: type[EfficientAttention], local: LocalPartSettings) -> str:
+    """How ``mechanism`` joins the local part ``local``: ``"shared"`` under its normaliser, else ``"mixed"``."""
+    return "shared" if local.shares_normaliser(mechanism.settings_class.local_part_role) else "mixed"
 
 
 def registered(registry: dict, name: str, cls: type, kind: str) -> None:
@@ -106,12 +150,10 @@ def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | Non
     known = [f.name for f in dataclasses.fields(settings_class)]
     unknown = sorted(set(settings) - set(known))
     if unknown:
-        window = [f.name for f in dataclasses.fields(AttentionSettings)]
-        own = [setting for setting in known if setting not in window]
         raise ValueError(
             f"Unknown setting(s) {', '.join(unknown)} for attention {name!r}. "
-            f"Valid settings: {', '.join(own) or 'none of its own'}; and the local part's, "
-            f"{', '.join(window)}."
+            f"Valid settings: {', '.join(known) or 'none of its own'}; the local part's "
+            f"({', '.join(LOCAL_PART_SETTINGS)}) are the model's, given to its config or build_attention(local=...)."
         )
     return settings_class(**settings)
 
@@ -121,10 +163,24 @@ def build_attention(
     hidden_size: int,
     num_heads: int,
     settings: dict[str, Any] | AttentionSettings | None = None,
+    local: dict[str, Any] | LocalPartSettings | None = None,
     **kwargs: Any,
 ) -> EfficientAttention:
-    """Build mechanism ``name``; ``kwargs``: ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
-    return get_attention_class(name)(hidden_size, num_heads, build_settings(name, settings), **kwargs)
+    """Build mechanism ``name`` with its ``settings``, composed with the exact local part ``local`` (the model's, see
+    ``local_settings.py``) where layer ``layer_idx`` has it (``hybrid_attention.py``); ``kwargs``: ``max_length``,
+    ``layer_idx``, ``attention_dropout``, ``qkv_bias``. The local part's settings may also be given among ``settings``,
+    as folders saved before 0.3 keep them."""
+    own, legacy = split_local_settings(settings) if isinstance(settings, Mapping) else (settings, {})
+    settings = build_settings(name, own)
+    if local is None or isinstance(local, Mapping):  # given here, checked here (a config's, by the config)
+        local = local_part_settings(merge_local_settings(dict(local or {}), legacy), settings.local_part_role)
+        if local is not None:
+            local.check(name, settings.local_part_role, kwargs.get("max_length"))
+    cls = get_attention_class(name)
+    if local is not None and local.in_layer(kwargs.get("layer_idx", 0)):
+        cls = hybrid_class(cls, local)
+        kwargs["local"] = local
+    return cls(hidden_size, num_heads, settings, **kwargs)
 
 
 def describe_attention(name: str) -> dict[str, Any]:
@@ -132,10 +188,7 @@ def describe_attention(name: str) -> dict[str, Any]:
     mechanism ``name``."""
     cls = get_attention_class(name)
     defaults = cls.settings_class().to_dict()  # as built: a default that depends on another setting resolved
-    capabilities = (
-        "supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key",
-        "takes_local_window",
-    )
+    capabilities = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
     return {
         "name": name,
         "class": cls.__name__,
@@ -146,4 +199,5 @@ def describe_attention(name: str) -> dict[str, Any]:
         "complexity": cls.complexity,
         "defaults": defaults,
         **{flag: getattr(cls, flag) for flag in capabilities},
+        "local_part_role": cls.settings_class.local_part_role,
     }

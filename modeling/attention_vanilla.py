@@ -23,21 +23,16 @@ import torch.nn.functional as F
 
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_registry import register_attention, register_settings
-from .attention_settings import AttentionSettings, require
+from .attention_settings import AttentionSettings
 from .masking import masked_fill_min
 
 
 @register_settings("eager", "sdpa")
 @dataclass(frozen=True)
 class SoftmaxSettings(AttentionSettings):
-    """Softmax attention's settings: none of its own, and no local window (it is exact over every token)."""
+    """Softmax attention's settings: none of its own, and no local part (it is exact over every token)."""
 
-    def check_window(self, max_length):
-        for name in ("local_window", "local_block"):
-            require(getattr(self, name) is None, name, getattr(self, name),
-                    "None for softmax attention, which is exact over every token already (for a window or blocks "
-                    "alone use attention_type='local')")
-        super().check_window(max_length)
+    local_part_role = None
 
 
 @register_attention("eager")
@@ -45,8 +40,6 @@ class EagerAttention(EfficientAttention):
     """Softmax attention written out; returns the ``[B, h, N, N]`` probabilities when asked."""
 
     settings_class = SoftmaxSettings
-    takes_local_window = False
-
     paper = "Vaswani et al., Attention Is All You Need, NeurIPS 2017"
     equations = "Eq. 1"
     citation = r"""@inproceedings{vaswani2017attention,

@@ -8,9 +8,10 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import (
     build_attention, build_settings, describe_attention, get_attention_class, get_settings_class, list_attentions,
-    register_attention, register_settings,
+    register_attention, register_composition, register_local_part, register_settings,
 )
-# Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the window alone.
+# Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the local part
+# alone; then the local parts, which the encoder layer composes beside a mechanism.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
 from .attention_kerformer import KerformerAttention, KerformerSettings  # isort: skip
 from .attention_dba import DBAAttention, DBASettings  # isort: skip
@@ -21,15 +22,21 @@ from .attention_performer import PerformerAttention, PerformerSettings  # isort:
 from .attention_nystromformer import NystromformerAttention, NystromformerSettings  # isort: skip
 from .attention_linformer import LinformerAttention, LinformerSettings  # isort: skip
 from .attention_cosformer import CosformerAttention, CosformerSettings  # isort: skip
-from .attention_local import LocalAttention, LocalSettings  # isort: skip
+from .local_attention import LocalAttention, LocalSettings  # isort: skip
+from .hybrid_attention import HybridAttention, LocalPart  # isort: skip
+from .local_window import LocalWindow  # isort: skip
+from .local_blocks import LocalBlocks  # isort: skip
+from .shared_normaliser import SharedNormaliserAttention  # isort: skip
+from .local_settings import LocalPartSettings  # isort: skip
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
     "describe_attention", "get_attention_class", "get_settings_class", "list_attentions", "register_attention",
-    "register_settings", "setting",
+    "register_local_part", "register_settings", "setting",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",
     "NystromformerSettings", "LinformerAttention", "LinformerSettings", "CosformerAttention", "CosformerSettings",
-    "LocalAttention", "LocalSettings",
+    "LocalAttention", "LocalSettings", "HybridAttention", "LocalPart", "LocalPartSettings", "LocalWindow", "LocalBlocks",
+    "SharedNormaliserAttention", "register_composition",
 ]

@@ -1,11 +1,15 @@
 """Configurations of the efficient-attention encoders: RoBERTa's and ViT's, plus the attention mechanism.
 
-Both add two fields, saved in ``config.json``:
+Both add these fields, saved in ``config.json``:
 
 * ``attention_type``: a registered mechanism (``list_attentions()``), default ``"sdpa"`` (exact softmax
   attention, the arithmetic of the Transformers classes).
 * ``attention_config``: a dict of that mechanism's settings. Missing keys take the paper defaults; the
   stored dict is always complete, so a saved model does not depend on later changes of defaults.
+* the exact local part beside the mechanism, declared once for the model (``local_settings.py``):
+  ``local_window`` or ``local_block``, ``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``,
+  ``shared_normaliser``; ``config.local_part`` reads them as one ``LocalPartSettings`` (None without one). Given
+  inside ``attention_config`` (as folders saved before 0.3 keep them), they are moved out.
 
 Both are validated when the config is built, from keyword arguments or from a ``config.json``: an unknown type
 lists the known ones, each mechanism setting is checked against its declared type and range
@@ -28,44 +32,19 @@ the configs of both sizes and refuse a smaller one.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - first: explains an old Transformers
 from transformers import RobertaConfig, ViTConfig
 
 from .attention_settings import check_heads
-from .attentions import build_settings
+from .attentions import build_settings, get_settings_class
+from .local_settings import (
+    LOCAL_PART_DEFAULTS, LOCAL_PART_SETTINGS, LocalPartSettings, local_part_settings, merge_local_settings, same_value,
+    split_local_settings,
+)
 from .settings import Spec, checked
-
-# The settings of the exact local part (a window or aligned blocks) and its gate, which every mechanism has
-# (``attention_base.AttentionSettings``), also accepted as keyword arguments.
-WINDOW_SETTINGS = ("local_window", "global_tokens", "local_window_every", "local_block", "initial_mechanism_weight")
-
-
-def merge_window_settings(attention_config: dict | None, window: dict, given_as: str = "{name}={value!r}",
-                          where: str = "attention_config") -> dict | None:
-    """``attention_config`` with the window settings ``window`` (name -> value, ``None`` for not given) merged in
-    (``attention_config`` itself when none is given). One answer per setting: a setting given in both with two
-    values raises a ``ValueError`` that names both, ``given_as`` spelling the keyword (e.g. ``"--{name} {value}"``)
-    and ``where`` the settings. A value that is not a finite number is merged as any other: the setting's own check
-    refuses it, naming it."""
-    if all(value is None for value in window.values()):
-        return attention_config
-    settings = dict(attention_config or {})
-    for name, value in window.items():
-        if value is None:
-            continue
-        if name in settings and not same_value(settings[name], value):
-            raise ValueError(f"{given_as.format(name=name, value=value)} contradicts {name}={settings[name]!r} in "
-                             f"{where}: give it once.")
-        settings[name] = value
-    return settings
-
-
-def same_value(first, second) -> bool:
-    """Whether two values of a setting are one answer: equal, or both NaN (which is unequal to itself)."""
-    return first == second or (first != first and second != second)
-
 
 # The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
 CONFIG_SPECS = {
@@ -78,15 +57,27 @@ CONFIG_SPECS = {
 }
 
 
-def saved_attention(config_dict: dict) -> tuple[str, dict | None]:
-    """The mechanism and settings of a saved ``config.json`` dict (complete as written: a saved model never depends
-    on later changes of defaults)."""
-    return config_dict.get("attention_type", "sdpa"), config_dict.get("attention_config")
+def saved_attention(config_dict: dict) -> tuple[str, dict | None, dict]:
+    """The mechanism, its settings and the local part (its settings that differ from their defaults) of a saved
+    ``config.json`` dict, complete as written: a saved model never depends on later changes of defaults."""
+    own, legacy = split_local_settings(config_dict.get("attention_config"))
+    local = {name: config_dict[name] for name in LOCAL_PART_SETTINGS
+             if name in config_dict and not same_value(config_dict[name], LOCAL_PART_DEFAULTS[name])}
+    return config_dict.get("attention_type", "sdpa"), own, {**legacy, **local}
 
 
+@dataclass(repr=False, eq=False)
 class EffAttnConfigMixin:
-    """Validation and normalisation of the config values and of ``attention_type`` / ``attention_config``,
-    shared by both configs; ``family_specs`` are the values a family adds to ``CONFIG_SPECS``."""
+    """Validation and normalisation of the config values, of ``attention_type`` / ``attention_config`` and of the
+    local part, shared by both configs; ``family_specs`` are the values a family adds to ``CONFIG_SPECS``."""
+
+    # The exact local part (``local_settings.py``), the model's own.
+    local_window: int | None = None
+    local_block: int | None = None
+    global_tokens: int = 0
+    local_window_every: int = 1
+    initial_mechanism_weight: float | None = None
+    shared_normaliser: bool | None = None
 
     family_specs: ClassVar[dict[str, Spec]] = {}
     size_argument: ClassVar[str]  # the argument of from_pretrained and convert that sets the input size
@@ -107,12 +98,21 @@ class EffAttnConfigMixin:
         """The values of ``size_fields`` for input size ``size`` (a value of ``size_argument``), checked."""
         raise NotImplementedError
 
-    def resized(self, values: dict[str, Any]):
-        """A copy of this config with ``values`` (of ``size_fields``), checked."""
+    @property
+    def local_part(self) -> LocalPartSettings | None:
+        """The model's exact local part (``local_settings.py``), or None without one."""
+        values = {name: getattr(self, name) for name in LOCAL_PART_SETTINGS}
+        return local_part_settings(values, get_settings_class(self.attention_type).local_part_role)
+
+    def resized(self, values: dict[str, Any], check: bool = True):
+        """A copy of this config with ``values`` (of ``size_fields``), checked; ``check`` False leaves the checks
+        that depend on the size to the config it was resized from (the checkpoint's size, which a model extended to
+        this one loads its weights at)."""
         config = copy.deepcopy(self)
         for name, value in values.items():
             setattr(config, name, value)
-        config.setup_attention()
+        if check:
+            config.setup_attention()
         return config
 
     def check_extends(self, saved, path) -> None:
@@ -127,44 +127,50 @@ class EffAttnConfigMixin:
         )
 
     def __post_init__(self, **kwargs):
-        """Transformers' set-up, then the attention's: a window setting given as a keyword (``local_window=128``)
-        goes into ``attention_config`` (:func:`merge_window_settings`: given there too with another value, it
-        raises), never into a config key of its own; then :meth:`setup_attention`."""
-        window = {name: kwargs.pop(name) for name in WINDOW_SETTINGS if name in kwargs}
-        self.attention_config = merge_window_settings(self.attention_config, window)
+        """Transformers' set-up, then the attention's (:meth:`setup_attention`)."""
         super().__post_init__(**kwargs)
         self.setup_attention()
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
         """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
-        or a local part's setting (:data:`WINDOW_SETTINGS`: ``local_window``, ``local_block``, ...) among ``kwargs`` (as
-        ``AutoConfig`` / ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them;
-        ``None`` keeps the saved value) takes the saved one's place before validation. Settings update the saved
-        ones key by key (a window setting given both in ``attention_config`` and as a keyword, with two values,
-        raises); another ``attention_type`` starts from its own defaults, never from the saved mechanism's
-        settings."""
-        config_dict = dict(config_dict)
-        attention_type, attention_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
-        given = merge_window_settings(attention_config, {name: kwargs.pop(name, None) for name in WINDOW_SETTINGS})
-        if attention_type is not None and attention_type != config_dict.get("attention_type", "sdpa"):
-            config_dict.update(attention_type=attention_type, attention_config=None)
-        if given is not None:
-            config_dict["attention_config"] = {**(config_dict.get("attention_config") or {}), **given}
+        or a local part's setting (``local_window``, ``local_block``, ...) among ``kwargs`` (as ``AutoConfig`` /
+        ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them; ``None`` keeps the
+        saved value) takes the saved one's place before validation. Settings update the saved ones key by key (a
+        local part's setting given both in ``attention_config`` and as a keyword, with two values, raises); another
+        ``attention_type`` starts from its own defaults and no local part, never from the saved mechanism's."""
+        attention_type, own, local = saved_attention(config_dict)
+        config_dict = {**config_dict, "attention_config": own, **LOCAL_PART_DEFAULTS, **local}
+        given_type, given_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
+        given_own, given_legacy = split_local_settings(given_config)
+        given = merge_local_settings({name: kwargs.pop(name, None) for name in LOCAL_PART_SETTINGS}, given_legacy)
+        if given_type is not None and given_type != attention_type:
+            config_dict.update(attention_type=given_type, attention_config=None, **LOCAL_PART_DEFAULTS)
+        if given_own is not None:
+            config_dict["attention_config"] = {**(config_dict["attention_config"] or {}), **given_own}
+        config_dict.update({name: value for name, value in given.items() if value is not None})
         return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:
         """Raise for values of the family's own that do not fit together (after their types are checked)."""
 
     def setup_attention(self) -> None:
-        """Check the config values, the model shape and the mechanism settings; store the complete settings."""
+        """Check the config values, the model shape, the mechanism's settings and the local part; store the complete
+        settings (a local part's given inside ``attention_config`` moved out to the config's own fields)."""
         check_heads(self.hidden_size, self.num_attention_heads)
         for name, spec in {**CONFIG_SPECS, **self.family_specs}.items():
             checked(name, getattr(self, name), spec, where="config value")
         self.check_family()
-        settings = build_settings(self.attention_type, self.attention_config)
+        own, legacy = split_local_settings(self.attention_config)
+        values = merge_local_settings({name: getattr(self, name) for name in LOCAL_PART_SETTINGS}, legacy)
+        settings = build_settings(self.attention_type, own)
         settings.check(self.hidden_size, self.num_attention_heads, self.attention_max_length)
+        local = local_part_settings(values, settings.local_part_role)
+        if local is not None:
+            local.check(self.attention_type, settings.local_part_role, self.attention_max_length)
         self.attention_config = settings.to_dict()
+        for name, value in (local.to_dict() if local is not None else LOCAL_PART_DEFAULTS).items():
+            setattr(self, name, value)
 
 
 class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):

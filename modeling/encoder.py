@@ -69,7 +69,8 @@ class EffAttnResidual(nn.Module):
 
 
 class EffAttnAttention(nn.Module):
-    """The mechanism (``self``) and the output projection with its residual (``output``)."""
+    """The mechanism (``self``; beside the model's exact local part where this layer has one, composed into one
+    module: ``hybrid_attention.py``) and the output projection with its residual (``output``)."""
 
     def __init__(self, config, layer_idx: int, post_norm: bool):
         super().__init__()
@@ -78,6 +79,7 @@ class EffAttnAttention(nn.Module):
             config.hidden_size,
             config.num_attention_heads,
             config.attention_config,
+            local=config.local_part,
             max_length=config.attention_max_length,
             layer_idx=layer_idx,
             attention_dropout=config.attention_probs_dropout_prob,

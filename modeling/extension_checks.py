@@ -1,27 +1,12 @@
 """What a load that extends a checkpoint's input size (``from_pretrained(..., max_length=N)`` or ``image_size=S``,
-``pretrained.py``) checks before any weight is read: the window against the length the model will take, not the
-checkpoint's, and that the extended model fits in the machine's memory.
+``pretrained.py``) checks before any weight is read: that the extended model fits in the machine's memory.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import torch
-
-from .attention_settings import WINDOW_CHECKED_WHEN_EXTENDED
-
-
-@contextlib.contextmanager
-def window_checked_when_extended(extending: bool):
-    """Within the block, while ``extending``, configs and mechanisms built at a checkpoint's size leave the window's
-    check against the maximum length to the extended config (``WINDOW_CHECKED_WHEN_EXTENDED``)."""
-    token = WINDOW_CHECKED_WHEN_EXTENDED.set(extending)
-    try:
-        yield
-    finally:
-        WINDOW_CHECKED_WHEN_EXTENDED.reset(token)
 
 
 def check_fits_in_memory(cls, target, saved) -> None:

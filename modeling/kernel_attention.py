@@ -16,15 +16,11 @@ Dropout (``attention_probs_dropout_prob``): in training, whole columns of A are 
 mask multiplies ``varphi(k_j)`` in the summary ``sum_j varphi(k_j)^T v_j`` only, not in the normaliser, so the cost
 stays linear (a per-(i, j) mask would need the N x N matrix).
 
-Beside an exact local part the part's exact softmax terms and the mechanism's terms share one normaliser (LoLCATs,
-:meth:`KernelAttention.attend_with_window`), the mechanism's terms weighted per head by a learned sigma, the
-exact ones by ``1 - sigma``. Beside a window (``local_window.py``) each exact key adds ``exp(s_ij - max_j s_ij)``,
-and the mechanism's terms outside the window are those over every key (its usual summaries) less those at the
-window's keys, which the window's blocks give. Beside aligned blocks (``local_blocks.py``) the block's softmax
-enters with its own normaliser (its weights sum to 1), and the mechanism's terms outside the query's block are its
-summary over every key less its block's: the mechanism is a memory across the blocks. With the setting
-``shared_normaliser`` False (:class:`KernelSettings`; the default beside blocks) the mechanism is normalised on its
-own instead and mixed per head by the gate, as the mechanisms without feature maps are (``attention_base.py``).
+Beside an exact local part (``hybrid_attention.py``) the part's exact softmax terms and the mechanism's terms may
+share one normaliser (LoLCATs; the model's ``shared_normaliser``): the part computes the equation from the terms
+that this class gives, its features (:meth:`KernelAttention.kernel_features`), the key columns its dropout keeps
+(:meth:`KernelAttention.key_dropout`), its terms over every key (:meth:`KernelAttention.over_every_key`) and which
+keys they stand for (``mechanism_outside_window``).
 """
 
 from __future__ import annotations
@@ -33,57 +29,29 @@ from dataclasses import dataclass
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 
 from .attention_base import AttentionOutput, EfficientAttention
-from .attention_settings import AttentionSettings, require
-from .settings import setting
-from .local_blocks import AlignedBlocks, memory_terms
-from .local_window import RankOrder, at_least_float32
+from .attention_settings import AttentionSettings
+from .masking import at_least_float32
 
 
 @dataclass(frozen=True)
 class KernelSettings(AttentionSettings):
-    """Base of the kernelized mechanisms' settings. ``shared_normaliser``: beside a local part (``local_window`` or
-    ``local_block``), True puts the mechanism's terms under the exact part's normaliser (the module docstring);
-    False normalises the mechanism on its own and mixes it per head by the gate, ``(1 - sigma) local + sigma
-    mechanism``, as the mechanisms without feature maps are, the gate starting where theirs do. None (the default):
-    True beside a window (LoLCATs), False beside blocks, whose softmax then stays the chunked reader's, the memory
-    added by its gate; :attr:`shares_normaliser` is the value in force."""
+    """Base of the kernelized mechanisms' settings: beside a local part, their terms may share its normaliser."""
 
-    shared_normaliser: bool | None = setting(None, bool, none_means="true beside a window, false beside blocks")
-
-    @property
-    def shares_normaliser(self) -> bool:
-        """Whether the mechanism's terms go under the local part's normaliser (``shared_normaliser`` resolved)."""
-        return self.local_block is None if self.shared_normaliser is None else self.shared_normaliser
-
-    def check_window(self, max_length: int | None) -> None:
-        super().check_window(max_length)
-        require(self.shared_normaliser is not False or self.local_window is not None or self.local_block is not None,
-                "shared_normaliser", self.shared_normaliser, "True or None without a local part (it says how the "
-                "mechanism joins a window or blocks): set local_window or local_block")
+    local_part_role = "kernel"
 
 
 class KernelAttention(EfficientAttention):
     """Base of the kernelized mechanisms (see the module docstring); subclasses define :meth:`kernel_features`."""
 
-    # Under the local part's normaliser the mechanism's terms add up over every key outside it, so a small start keeps
-    # a converted hybrid near its exact part: smaller still beside blocks, where they add up over every other block.
-    window_mechanism_weight = 0.01
-    block_mechanism_weight = 1e-4
     # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key, so that no key
     # counts twice; False counts the exact keys in both parts.
     mechanism_outside_window: bool = True
     # Tokens per product of the summary over every key and of its read-out, past which they run in chunks
-    # (``local_blocks.memory_terms`` says why a GPU wants them).
+    # (:func:`terms_over_every_key` says why a GPU wants them).
     summary_chunk = 512
-
-    @classmethod
-    def default_gate_start(cls, settings: KernelSettings, blocks: bool) -> float:
-        """Under the local part's normaliser, this class's defaults; mixed by the gate (``shares_normaliser``
-        False), the mixed mechanisms' (``EfficientAttention``'s)."""
-        owner = KernelAttention if settings.shares_normaliser else EfficientAttention
-        return owner.block_mechanism_weight if blocks else owner.window_mechanism_weight
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
         """``phi(Q) [B, h, N, F]`` and ``varphi(K) [B, h, N, F]`` (zero at pads) from the projections ``[B, h, N,
@@ -113,35 +81,22 @@ class KernelAttention(EfficientAttention):
                                                    output_attentions)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
 
-    def attend_with_window(self, hidden_states, padding_mask=None, state=None,
-                           output_attentions=False) -> AttentionOutput:
-        """The exact local part (the window or the aligned blocks) and the mechanism under one normaliser: the local
-        part's ``attend_beside_kernel`` gives the equation; the global tokens' rows are exact over every token. With
-        ``shares_normaliser`` False, mixed per head as the other mechanisms are (the base class's)."""
-        if self.parts == "window" or not self.settings.shares_normaliser:
-            return super().attend_with_window(hidden_states, padding_mask, state, output_attentions)
-        query, key, value = self.project(hidden_states)
-        query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))
-        weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
-        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
-            context = self.window.attend_beside_kernel(query, key, value, query_features, key_features, padding_mask,
-                                                       weight, self)
-        attentions = None
-        if output_attentions:
-            order = RankOrder(padding_mask, query.shape[0], query.shape[2], query.device)
-            attentions = self.window.dense_shared_attention(query, key, query_features, key_features, order, weight,
-                                                            self.mechanism_outside_window)
-        return AttentionOutput(self.merge_heads(context), attentions=attentions)
-
-
 def terms_over_every_key(query, dropped, keys, values, summary_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``
-    from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past ``summary_chunk`` tokens, as
-    per-chunk products summed (``local_blocks.memory_terms``)."""
-    if query.shape[2] <= summary_chunk:
+    from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past ``summary_chunk`` tokens the
+    summary is a sum of per-chunk products, and the read-out one product a chunk: one product over all N tokens, with
+    a long inner dimension and few outputs, runs on a handful of a GPU's multiprocessors."""
+    length = query.shape[2]
+    if length <= summary_chunk:
         return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
-    chunks = AlignedBlocks(None, query.shape[2], summary_chunk, 0, None, masked=False)
-    return memory_terms(query, dropped, keys, values, chunks, outside=False)
+    count = (length + summary_chunk - 1) // summary_chunk
+
+    def chunks(x: torch.Tensor) -> torch.Tensor:  # [B, h, N, F] -> [B, h, n, C, F], zeros after the last token
+        return F.pad(x, (0, 0, 0, count * summary_chunk - length)).unflatten(2, (count, summary_chunk))
+
+    summary = (chunks(dropped).transpose(-1, -2) @ chunks(values)).sum(2, keepdim=True)  # [B, h, 1, F, d]
+    key_sums = chunks(keys).sum(3).sum(2).unsqueeze(-1)  # [B, h, F, 1]
+    return (chunks(query) @ summary).flatten(2, 3)[:, :, :length], query @ key_sums
 
 
 def kernelized_attention(query_features: torch.Tensor, key_features: torch.Tensor, value: torch.Tensor,

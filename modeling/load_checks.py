@@ -66,21 +66,24 @@ def without_file_keys(config_dict: dict) -> dict:
 
 
 def check_same_attention(source: dict, config, path, convert_attention: bool) -> None:
-    """Raise when ``config`` asks for another mechanism or other settings than the checkpoint of this family
-    was saved with, unless ``convert_attention`` (then log the conversion)."""
-    saved = saved_attention(source)
-    requested = (config.attention_type, config.attention_config)
-    if saved[0] == requested[0] and build_settings(*saved) == build_settings(*requested):
+    """Raise when ``config`` asks for another mechanism, other settings or another local part than the checkpoint of
+    this family was saved with, unless ``convert_attention`` (then log the conversion)."""
+    saved_type, saved_settings, saved_local = saved_attention(source)
+    requested_type, requested_settings, requested_local = saved_attention(config.to_dict())
+    if (saved_type, saved_local) == (requested_type, requested_local) \
+            and build_settings(saved_type, saved_settings) == build_settings(requested_type, requested_settings):
         return
-    described = [f"attention_type={kind!r}, attention_config={settings}" for kind, settings in (saved, requested)]
+    described = [f"attention_type={kind!r}, attention_config={settings}" + "".join(f", {k}={v!r}" for k, v in local.items())
+                 for kind, settings, local in ((saved_type, saved_settings, saved_local),
+                                               (requested_type, requested_settings, requested_local))]
     if not convert_attention:
         raise ValueError(
             f"{path} was saved with {described[0]}, but {described[1]} was asked for: its attention weights "
-            "would be dropped or misread. Load it without attention_type/attention_config, or pass "
-            "convert_attention=True (--convert_attention on the command line) to convert it explicitly (shared "
-            "weights are reused, the others initialised; both are listed)."
+            "would be dropped or misread. Load it without attention_type/attention_config (or the local part's "
+            "settings), or pass convert_attention=True (--convert_attention on the command line) to convert it "
+            "explicitly (shared weights are reused, the others initialised; both are listed)."
         )
-    dropped = dropped_local_part(saved[1], requested[1])
+    dropped = dropped_local_part(saved_local, requested_local)
     logger.warning(f"Converting {path} from {described[0]} to {described[1]}.{dropped}")
 
 
@@ -88,7 +91,7 @@ def dropped_local_part(saved: dict, requested: dict) -> str:
     """A sentence naming the checkpoint's local part (``local_block`` / ``local_window``) that the requested settings
     do not keep (another ``attention_type`` starts from its own defaults), and how to keep it; else ""."""
     lost = {name: value for name in ("local_block", "local_window")
-            if (value := (saved or {}).get(name)) is not None and requested.get(name) is None}
+            if (value := saved.get(name)) is not None and requested.get(name) is None}
     if not lost:
         return ""
     keep = ", ".join(f"{name}={value}" for name, value in lost.items())

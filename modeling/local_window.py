@@ -13,65 +13,23 @@ queries score its own block's and its two neighbours' keys, ``[b, 3b]``, and the
 ``3b + g`` keys, of which ``min(2r + 1, ...)`` lie in its window; the global tokens' own rows score all N keys.
 Time and memory O(N (3b + g) d): never an N x N tensor, and not a masked full attention.
 
-Used alone by the ``local`` mechanism (``attention_local.py``) and beside every other mechanism with
-``local_window`` set, either mixed with its output (``attention_base.py``) or, for the kernelized mechanisms,
-under one normaliser shared with the mechanism's terms (``kernel_attention.py``). Beside a mechanism the window
-owns the per-head logit of the mechanism's weight, ``sigma(mechanism_logit)`` ``[h]``.
+Registered as the local part ``"window"`` (a model's ``local_window``): alone it is the ``local`` attention, beside a
+mechanism it is composed with it (``hybrid_attention.py``: mixed with its output, or for the kernelized mechanisms
+under one normaliser shared with the mechanism's terms, ``shared_normaliser.py``); there it owns the per-head logit
+of the mechanism's weight, ``sigma(mechanism_logit)`` ``[h]``.
 """
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
-
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers import initialization as init
 
-from .masking import gather_tokens, masked_softmax, real_lengths, real_positions, token_ranks
+from .attention_registry import register_local_part
+from .hybrid_attention import LocalOutput, LocalPart
+from .masking import RankOrder, at_least_float32, masked_softmax
 
 MIN_BLOCK = 32  # the fewest queries in a block: a smaller window still scores 3 * 32 keys per query
-
-
-class WindowOutput(NamedTuple):
-    """``context [B, h, N, d]`` (token positions), ``global_rows [B or 1, N]`` (True at the global tokens, whose
-    rows are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
-
-    context: torch.Tensor
-    global_rows: torch.Tensor
-    attentions: torch.Tensor | None = None
-
-
-class RankOrder:
-    """Moves ``[B, h, N, F]`` tensors between token positions and rank order, in which each sequence's real tokens
-    come first, in order. Without a padding mask the two orders are the same and nothing moves."""
-
-    def __init__(self, padding_mask: torch.Tensor | None, batch: int, length: int, device):
-        self.lengths = real_lengths(padding_mask, batch, length, device)  # [B]
-        self.padding_mask = padding_mask
-        if padding_mask is not None:
-            self.positions = real_positions(padding_mask, batch, length, device)  # [B, N]: the position of rank t
-            self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: the rank at position i
-
-    def to_ranks(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, h, N, F]`` in rank order; the slots past a sequence's real tokens hold copies, never zeros (see
-        :meth:`zero_past_end`)."""
-        return x if self.padding_mask is None else gather_tokens(x, self.positions)
-
-    def zero_past_end(self, x: torch.Tensor) -> torch.Tensor:
-        """Rank-ordered ``x [B, h, N, F]`` with zeros past each sequence's real tokens."""
-        if self.padding_mask is None:
-            return x
-        real = torch.arange(x.shape[2], device=x.device) < self.lengths[:, None]
-        return x * real[:, None, :, None].to(x.dtype)
-
-    def to_positions(self, x: torch.Tensor) -> torch.Tensor:
-        return x if self.padding_mask is None else gather_tokens(x, self.ranks)
-
-    def ranks_at_positions(self, length: int, device) -> torch.Tensor:
-        """``[B, N]`` (``[1, N]`` without padding): each position's rank among its sequence's real tokens."""
-        return torch.arange(length, device=device)[None] if self.padding_mask is None else self.ranks
 
 
 class WindowBlocks:
@@ -144,101 +102,7 @@ class WindowBlocks:
         return self.tokens(mixed.view(*weights.shape[:-1], values.shape[-1]))
 
 
-def at_least_float32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in float32, or in its own dtype when that is wider (float64 stays)."""
-    return x.to(torch.promote_types(x.dtype, torch.float32))
-
-
-def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere (exactly: the others are filled with the
-    dtype's lowest value), in at least float32: ``scores [..., K]``. A row with no allowed entry (a pad's) is
-    meaningless but finite. The max cancels in the window's own softmax, but not beside a kernelized mechanism's
-    terms (one normaliser), where it sets the two parts' relative scale: so its gradient is kept."""
-    scores = at_least_float32(scores)
-    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
-    return torch.exp(scores - scores.amax(-1, keepdim=True))
-
-
-class LocalPart(nn.Module):
-    """What the exact local parts share, the sliding window here and the aligned blocks (``local_blocks.py``): the
-    global tokens' exact rows and, beside a mechanism, the per-head gate on the mechanism's part. ``mechanism_weight``:
-    the gate's initial value ``sigma(mechanism_logit)``, or None without a mechanism (``local``).
-
-    A part computes ``attend`` (itself alone), ``attend_beside_kernel`` (under one normaliser with a kernelized
-    mechanism's terms, ``kernel_attention.py``), ``dense_allowed`` and ``dense_exact_terms`` (the same as
-    ``[B, h, N, N]`` matrices, for ``output_attentions`` only)."""
-
-    def __init__(self, num_heads: int, global_tokens: int = 0, mechanism_weight: float | None = None):
-        super().__init__()
-        self.global_tokens = global_tokens
-        self.initial_mechanism_weight = mechanism_weight
-        if mechanism_weight is not None:
-            self.mechanism_logit = nn.Parameter(torch.empty(num_heads))
-            self.reset_parameters()
-
-    def reset_parameters(self) -> None:
-        if self.initial_mechanism_weight is not None:
-            weight = self.initial_mechanism_weight
-            init.constant_(self.mechanism_logit, math.log(weight / (1 - weight)))
-
-    def mechanism_weight(self) -> torch.Tensor:
-        """``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism's part (the gate)."""
-        return torch.sigmoid(self.mechanism_logit)
-
-    def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B, N]`` (``[1, N]`` without padding) bool: the global tokens (rank below g), at their positions."""
-        return order.ranks_at_positions(length, device) < self.global_tokens
-
-    def with_global_rows(self, context, query, key, value, lengths: torch.Tensor, padded: int, dropout: nn.Module):
-        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows replaced by their exact rows: softmax
-        over every real key (``lengths [B]`` real tokens), from rank-ordered ``query``, ``key``, ``value``, the keys
-        zero-padded to the part's ``padded`` length (the same shapes for a sequence alone and in a padded batch)."""
-        if not self.global_tokens:
-            return context
-        queries, keys, values = (F.pad(x, (0, 0, 0, padded - x.shape[2])) for x in (query, key, value))
-        real = torch.arange(padded, device=key.device) < lengths[:, None]  # [B, padded]
-        scores = queries[:, :, :self.global_tokens] @ keys.transpose(-1, -2) * query.shape[-1] ** -0.5
-        probabilities = masked_softmax(at_least_float32(scores), real[:, None, None, :], dim=-1)
-        rows = (dropout(probabilities).to(value.dtype) @ values)[:, :, :query.shape[2]]  # [B, h, g or fewer, d]
-        return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
-
-    def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part, real keys
-        only (for ``output_attentions`` only: it is N x N)."""
-        ranks = order.ranks_at_positions(length, device)
-        exact = self.exact_ranks(ranks[:, :, None], ranks[:, None, :])
-        exact = exact | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
-        if order.padding_mask is not None:
-            exact = exact & order.padding_mask[:, None, :]
-        return exact[:, None]
-
-    def exact_ranks(self, query_ranks: torch.Tensor, key_ranks: torch.Tensor) -> torch.Tensor:
-        """Whether a query of rank ``query_ranks`` attends exactly to a key of rank ``key_ranks`` (broadcast), global
-        tokens aside."""
-        raise NotImplementedError
-
-    def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
-        """The part's ``[B, h, N, N]`` probabilities, from ``query``, ``key`` ``[B, h, N, d]`` in token positions."""
-        scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
-        allowed = self.dense_allowed(order, query.shape[2], query.device)
-        return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
-
-    def dense_shared_attention(self, query, key, query_features, key_features, order: RankOrder, weight,
-                               outside: bool) -> torch.Tensor:
-        """The ``[B, h, N, N]`` matrix that :meth:`attend_beside_kernel` applies (for ``output_attentions`` only),
-        from the projections and features ``[B, h, N, *]`` in token positions (key features zero at pads)."""
-        allowed = self.dense_allowed(order, query.shape[2], query.device)
-        exact = self.dense_exact_terms(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
-        global_rows = self.global_rows(order, query.shape[2], query.device)[:, None, :, None]  # exact over every key
-        mechanism = ~allowed if outside else ~global_rows
-        terms = (1 - weight) * exact + weight * (query_features @ key_features.transpose(-1, -2)) * mechanism
-        return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)
-
-    def dense_exact_terms(self, scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """What each exact key adds to the shared normaliser, from ``scores [..., N]`` and ``allowed``."""
-        raise NotImplementedError
-
-
+@register_local_part("window")
 class LocalWindow(LocalPart):
     """The exact window of one attention layer (see the module docstring); ``mechanism_weight``: with a mechanism
     beside it, the initial ``sigma(mechanism_logit)`` of every head, else None."""
@@ -252,9 +116,9 @@ class LocalWindow(LocalPart):
         return WindowBlocks(order.lengths, length, self.radius, self.global_tokens, device)
 
     def attend(self, query, key, value, padding_mask, dropout: nn.Module,
-               output_attentions: bool = False) -> WindowOutput:
+               output_attentions: bool = False) -> LocalOutput:
         """The window alone: ``query``, ``key``, ``value`` ``[B, h, N, d]`` and ``padding_mask [B, N]`` (or None)
-        -> :class:`WindowOutput`; ``dropout`` acts on the probabilities."""
+        -> :class:`~hybrid_attention.LocalOutput`; ``dropout`` acts on the probabilities."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         attentions = self.dense_probabilities(query, key, order) if output_attentions else None
@@ -264,49 +128,10 @@ class LocalWindow(LocalPart):
         probabilities = masked_softmax(scores, blocks.allowed, dim=-1)  # a row with no key (a pad's) is ignored
         context = blocks.weighted(dropout(probabilities), value)
         context = self.with_global_rows(context, query, key, value, order.lengths, blocks.padded, dropout)
-        return WindowOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
-
-    def attend_beside_kernel(self, query, key, value, query_features, key_features, padding_mask, weight,
-                             mechanism: nn.Module) -> torch.Tensor:
-        """The window and a kernelized mechanism under one normaliser (LoLCATs), ``weight = sigma`` ``[h, 1, 1]``::
-
-            out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
-                    / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
-
-        with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
-        outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
-        g) F); with ``mechanism_outside_window`` False the mechanism's terms cover every key. Inputs ``[B, h, N,
-        *]`` in token positions (key features zero at pads, in the dtype the sums run in: at least float32);
-        ``mechanism``: the kernelized mechanism, whose ``over_every_key`` gives its terms over every key,
-        ``key_dropout`` the key columns its dropout keeps and ``dropout`` the window's. Returns the context ``[B, h,
-        N, d]`` in token positions, in the values' dtype; the global tokens' rows are exact."""
-        batch, _, length, _ = query.shape
-        order = RankOrder(padding_mask, batch, length, query.device)
-        blocks = self.blocks(order, length, query.device)
-        query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
-        key_features = order.zero_past_end(order.to_ranks(key_features))
-        keep = mechanism.key_dropout(key_features)
-        exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
-        block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
-        terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
-        if mechanism.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
-            terms = terms - block_weight * blocks.products(query_features, key_features)
-        terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
-        dropped, values = key_features if keep is None else key_features * keep, at_least_float32(value)
-        everywhere, everywhere_sums = mechanism.over_every_key(query_features, dropped, key_features, values)
-        kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
-        numerator = blocks.weighted(kept, values) + weight * everywhere
-        denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
-        context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
-        context = self.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
-                                         mechanism.dropout)
-        return order.to_positions(context)
+        return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def exact_ranks(self, query_ranks, key_ranks):
         return (query_ranks - key_ranks).abs() <= self.radius
-
-    def dense_exact_terms(self, scores, allowed):
-        return exact_weights(scores, allowed)
 
     def extra_repr(self) -> str:
         return f"radius={self.radius}, global_tokens={self.global_tokens}"

@@ -165,3 +165,39 @@ def real_positions(padding_mask: torch.Tensor | None, batch: int, length: int, d
     target = torch.where(padding_mask, token_ranks(padding_mask, batch, length, device), length)
     spare = torch.zeros(batch, length + 1, dtype=positions.dtype, device=device)
     return spare.scatter(1, target, positions)[:, :length]
+
+
+def at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    """``x`` in float32, or in its own dtype when that is wider (float64 stays)."""
+    return x.to(torch.promote_types(x.dtype, torch.float32))
+
+
+class RankOrder:
+    """Moves ``[B, h, N, F]`` tensors between token positions and rank order, in which each sequence's real tokens
+    come first, in order. Without a padding mask the two orders are the same and nothing moves."""
+
+    def __init__(self, padding_mask: torch.Tensor | None, batch: int, length: int, device):
+        self.lengths = real_lengths(padding_mask, batch, length, device)  # [B]
+        self.padding_mask = padding_mask
+        if padding_mask is not None:
+            self.positions = real_positions(padding_mask, batch, length, device)  # [B, N]: the position of rank t
+            self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: the rank at position i
+
+    def to_ranks(self, x: torch.Tensor) -> torch.Tensor:
+        """``x [B, h, N, F]`` in rank order; the slots past a sequence's real tokens hold copies, never zeros (see
+        :meth:`zero_past_end`)."""
+        return x if self.padding_mask is None else gather_tokens(x, self.positions)
+
+    def zero_past_end(self, x: torch.Tensor) -> torch.Tensor:
+        """Rank-ordered ``x [B, h, N, F]`` with zeros past each sequence's real tokens."""
+        if self.padding_mask is None:
+            return x
+        real = torch.arange(x.shape[2], device=x.device) < self.lengths[:, None]
+        return x * real[:, None, :, None].to(x.dtype)
+
+    def to_positions(self, x: torch.Tensor) -> torch.Tensor:
+        return x if self.padding_mask is None else gather_tokens(x, self.ranks)
+
+    def ranks_at_positions(self, length: int, device) -> torch.Tensor:
+        """``[B, N]`` (``[1, N]`` without padding): each position's rank among its sequence's real tokens."""
+        return torch.arange(length, device=device)[None] if self.padding_mask is None else self.ranks

@@ -39,11 +39,11 @@ from typing import Any, ClassVar
 from transformers import AutoConfig, PreTrainedModel
 
 from .attentions import EfficientAttention
-from .configuration_effattn import WINDOW_SETTINGS
-from .extension_checks import check_fits_in_memory, window_checked_when_extended
+from .configuration_effattn import saved_attention
+from .extension_checks import check_fits_in_memory
 from .load_checks import LoadPlan, check_block_period, check_same_attention, check_size_arguments, without_file_keys
 from .load_report import log_loading_report, transformers_load_report_held_back
-from .local_window import LocalPart
+from .local_settings import LOCAL_PART_SETTINGS
 from .position_extension import extend_positions
 from .remote_code import write_remote_code
 from .transformers_arguments import WEIGHT_KWARGS, MismatchedSizesError, checkpoint_config_dict
@@ -63,11 +63,12 @@ class EffAttnPreTrainedModel(PreTrainedModel):
     auto_classes: ClassVar[dict[str, type[PreTrainedModel]]] = {}
 
     def _init_weights(self, module):
-        """Transformers' initialisation of linear, embedding and norm layers, then the mechanisms' own parameters."""
+        """Transformers' initialisation of linear, embedding and norm layers, then the mechanisms' own parameters
+        and a local part's gate (``hybrid_attention.LocalPart``: its ``mechanism_logit``)."""
         super()._init_weights(module)
         if isinstance(module, EfficientAttention):
             module.reset_parameters(self.config.initializer_range)
-        if isinstance(module, LocalPart):
+        elif hasattr(module, "mechanism_logit"):
             module.reset_parameters()
 
     @classmethod
@@ -123,25 +124,24 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         size = kwargs.pop(cls.config_class.size_argument, None)
         config = kwargs.pop("config", None)
         if config is not None and (attention_type is not None or attention_config is not None
-                                   or kwargs.keys() & set(WINDOW_SETTINGS)):
-            raise ValueError("Pass attention_type/attention_config (and the window settings) either inside `config` or "
-                             "as arguments, not both.")
+                                   or kwargs.keys() & set(LOCAL_PART_SETTINGS)):
+            raise ValueError("Pass attention_type/attention_config (and the local part's settings) either inside "
+                             "`config` or as arguments, not both.")
         weights = {name: kwargs.pop(name) for name in WEIGHT_KWARGS if name in kwargs}  # for the load, not the config
-        with window_checked_when_extended(size is not None):  # at the size the model will take, below
-            if config is None:
-                config, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs)
-            saved = config.resized({name: source[name] for name in config.size_fields if name in source})
+        if config is None:  # built, and checked, at the size the model will take
+            target, kwargs = cls.config_from_checkpoint(source, attention_type, attention_config, kwargs, size)
+        else:
             target = config if size is None else config.resized(config.size_values(size))
+        saved = target.resized({name: source[name] for name in target.size_fields if name in source}, check=False)
         kwargs.update(weights)
-        target.setup_attention()
         check_fits_in_memory(cls, target, saved)
         target.check_extends(saved, pretrained_model_name_or_path)
         if source_type == own_type:  # copied positions of ours are checked once loaded (check_block_alignment)
-            check_same_attention(source, config, pretrained_model_name_or_path, convert_attention)
+            check_same_attention(source, target, pretrained_model_name_or_path, convert_attention)
         else:
             kwargs.setdefault("key_mapping", cls.checkpoint_key_mappings[source_type])
             if target.input_size != saved.input_size:
-                check_block_period(target.attention_config.get("local_block"), cls.extension_period(saved))
+                check_block_period(target.local_block, cls.extension_period(saved))
         return LoadPlan(pretrained_model_name_or_path, source, saved, target, kwargs)
 
     @classmethod
@@ -152,7 +152,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         output_loading_info = kwargs.pop("output_loading_info", False)
         extended = plan.target.input_size != plan.saved.input_size
         try:
-            with transformers_load_report_held_back(), window_checked_when_extended(extended):
+            with transformers_load_report_held_back():
                 model, info = super().from_pretrained(
                     plan.path, *model_args, config=plan.saved, output_loading_info=True, **kwargs
                 )
@@ -171,7 +171,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
                 "argument": plan.target.size_argument, "from": plan.saved.input_size, "to": plan.target.input_size,
                 "parameters": extend_positions(model, plan.target),
             }
-        model.check_block_alignment((plan.source.get("attention_config") or {}).get("local_block"))
+        model.check_block_alignment(saved_attention(plan.source)[2].get("local_block"))
         log_loading_report(model, info, plan.path, plan.source.get("model_type"))
         return (model, info) if output_loading_info else model
 
@@ -189,7 +189,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
     def check_block_alignment(self, checkpoint_block: int | None = None) -> None:
         """Raise where aligned blocks (``local_block``) would not restart the copied positions; ``checkpoint_block``:
         the blocks the checkpoint itself read, if any (see :func:`check_block_period`)."""
-        check_block_period(self.config.attention_config.get("local_block"), self.position_period(), checkpoint_block)
+        check_block_period(self.config.local_block, self.position_period(), checkpoint_block)
 
     def extend_position_embeddings(self, config) -> None:
         """Grow the position embeddings, in place, to the input size of ``config`` (the family's rule, see
@@ -197,13 +197,16 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         raise NotImplementedError
 
     @classmethod
-    def config_from_checkpoint(cls, source: dict, attention_type, attention_config, kwargs: dict):
-        """Our config from a checkpoint's ``config.json`` dict, and the ``kwargs`` it did not use."""
+    def config_from_checkpoint(cls, source: dict, attention_type, attention_config, kwargs: dict, size=None):
+        """Our config from a checkpoint's ``config.json`` dict at input size ``size`` (None: the checkpoint's), and
+        the ``kwargs`` it did not use."""
         source_type = source.get("model_type")
         config_dict = without_file_keys(source)
         if source_type != cls.config_class.model_type:
             overrides = cls.source_config_overrides.get(source_type, {})
             config_dict = {**cls.source_defaults(source_type), **config_dict, **overrides}
+        if size is not None:  # the checkpoint's own config gives the values of that size
+            config_dict.update(cls.config_class.from_dict(config_dict).size_values(size))
         return cls.config_class.from_dict(
             config_dict, return_unused_kwargs=True, attention_type=attention_type, attention_config=attention_config,
             **kwargs,

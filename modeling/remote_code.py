@@ -12,7 +12,8 @@ replaces them with two files holding only what the saved model runs, readable to
   under a comment naming the module they come from;
 * the roots of ``configuration_effattn.py``: the config class and the settings classes of the model's mechanism
   and of softmax attention (which the config's defaults name); of the modeling file: the model classes that
-  ``auto_map`` names, the model's mechanism, and what a kept module runs when imported (its registrations, its
+  ``auto_map`` names, the model's mechanism, its local part where it has one (the part's class, registered by kind:
+  a model without one holds none of that code), and what a kept module runs when imported (its registrations, its
   version check); the modeling file imports the config file's definitions it uses, as Transformers' files do;
 * the methods of :data:`PACKAGE_ONLY` are left out (or keep their signature with a one-line body): the package's
   own machinery (loading other architectures' checkpoints and extending a model's input size, which ``hf-effattn
@@ -51,6 +52,10 @@ PACKAGE_ONLY = {
     "*.extend_position_embeddings": None,
     "*.extend_max_length": None,
     "*.extend_length_sized_weights": None,
+    "*.input_size": None,
+    "*.size_values": None,
+    "*.resized": None,
+    "*.check_extends": None,
 }
 
 
@@ -279,12 +284,14 @@ def render(modules: list[Module], kept: list[Definition], docstring: str, import
     return "\n\n".join(head) + "\n\n" + "\n\n\n".join(tail) + "\n"
 
 
-def generated_files(config_class: type, model_classes: list[type], attention_type: str) -> dict[str, str]:
+def generated_files(config, model_classes: list[type]) -> dict[str, str]:
     """File name -> source of the remote code of a model of ``model_classes`` (one family's, as ``auto_map`` names
-    them) configured by ``config_class`` with mechanism ``attention_type``: ``configuration_effattn.py`` and the
-    family's modeling file."""
+    them) configured by ``config`` (its mechanism and its local part): ``configuration_effattn.py`` and the family's
+    modeling file."""
+    from .attention_registry import _COMPOSITIONS, _LOCAL_PARTS, composition_of
     from .attentions import get_attention_class, get_settings_class
 
+    config_class, attention_type, local = type(config), config.attention_type, config.local_part
     prelude = {name for d in read_module(PRELUDE).definitions for name in d.binds}
     config_roots = {config_class.__name__, get_settings_class(attention_type).__name__,
                     get_settings_class(config_class.attention_type).__name__} | prelude
@@ -294,6 +301,9 @@ def generated_files(config_class: type, model_classes: list[type], attention_typ
     family = model_classes[0].__module__.rsplit(".", 1)[-1]
     model_modules = closure([family])
     model_roots = {cls.__name__ for cls in model_classes} | {get_attention_class(attention_type).__name__} | prelude
+    if local is not None:
+        mechanism = get_attention_class(attention_type)
+        model_roots |= {_LOCAL_PARTS[local.kind].__name__, _COMPOSITIONS[composition_of(mechanism, local)].__name__}
     shared = config_names - prelude  # each file checks the version itself: a tool may import the modeling file alone
     model_kept = [d for d in reachable(model_modules, model_roots, shared) if not d.binds & shared]
     used = set().union(*(d.uses | d.annotated for d in model_kept))
@@ -319,7 +329,7 @@ def write_remote_code(model, folder) -> list[str]:
     ``model`` (:func:`generated_files`); returns the names of the files written."""
     folder = Path(folder)
     families = [type(model).__module__.rsplit(".", 1)[-1], CONFIG_MODULE]
-    files = generated_files(type(model.config), list(model.auto_classes.values()), model.config.attention_type)
+    files = generated_files(model.config, list(model.auto_classes.values()))
     modules = closure(families)  # what save_pretrained copied (not a tokenizer's file), functions' imports included
     copied = {f"{name}.py" for name in {m.name for m in modules} | {n for m in modules for d in m.definitions
                                                                      for n in d.lazy}}

@@ -11,8 +11,9 @@ choices, and whether ``None`` is allowed (and what it then means). :func:`checke
 A value of the wrong kind raises a ``TypeError``, one out of range (or not finite) a ``ValueError``; either
 message names the setting, the value, what is expected, and the default when there is one.
 
-Mechanism settings declare their fields with :func:`setting` (see ``attention_base.AttentionSettings``); the model
-configs declare the config values they rely on as a dict of specs (see ``configuration_effattn``).
+Settings dataclasses (a mechanism's, ``attention_settings.AttentionSettings``; the local part's,
+``local_settings.LocalPartSettings``) extend :class:`DeclaredSettings` and declare their fields with :func:`setting`;
+the model configs declare the config values they rely on as a dict of specs (see ``configuration_effattn``).
 """
 
 from __future__ import annotations
@@ -105,3 +106,29 @@ def setting(default: Any, kind: type, **limits: Any) -> dataclasses.Field:
         rank: int | None = setting(None, int, minimum=1, none_means="the head width")
     """
     return dataclasses.field(default=default, metadata={"spec": Spec(kind, **limits)})
+
+
+@dataclass(frozen=True)
+class DeclaredSettings:
+    """A frozen dataclass whose every field is declared with :func:`setting`, checked when it is built (from a dict,
+    a ``config.json`` or by hand): ``int`` / ``float`` values are stored as that kind, and a field declared without
+    :func:`setting` is a ``TypeError``."""
+
+    def __post_init__(self):
+        for field in dataclasses.fields(self):
+            if "spec" not in field.metadata:
+                raise TypeError(
+                    f"{type(self).__name__}.{field.name} has no declared type and range: declare it with "
+                    "setting(default, kind, ...)."
+                )
+            value = checked(field.name, getattr(self, field.name), field.metadata["spec"], default=field.default)
+            object.__setattr__(self, field.name, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def require(condition: bool, setting: str, value: Any, allowed: str) -> None:
+    """Raise a ``ValueError`` naming ``setting``, its ``value`` and the ``allowed`` range."""
+    if not condition:
+        raise ValueError(f"Invalid attention setting {setting}={value!r}: it must be {allowed}.")

@@ -131,9 +131,9 @@ LOCAL_PART_SUFFIXES = {"w": "local_window", "b": "local_block"}  # the row name'
 
 
 def windowed(name: str) -> tuple[str, dict]:
-    """A measured mechanism's registered name and settings: ``"kerformer+w128"`` is Kerformer beside a 128-token
-    window (``{"local_window": 128}``), ``"kerformer+b512"`` beside aligned blocks of 512 (``{"local_block":
-    512}``); any other name is the mechanism alone."""
+    """A measured mechanism's registered name and its local part (the config's settings): ``"kerformer+w128"`` is
+    Kerformer beside a 128-token window (``{"local_window": 128}``), ``"kerformer+b512"`` beside aligned blocks of 512
+    (``{"local_block": 512}``); any other name is the mechanism alone."""
     mechanism, _, part = name.partition("+")
     return mechanism, ({LOCAL_PART_SUFFIXES[part[0]]: int(part[1:])} if part else {})
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import torch
 
-from ..modeling.attentions import get_attention_class, list_attentions
+from ..modeling.attentions import get_settings_class, list_attentions
 from .guard import default_memory_limit_mib, guarded_subject, probe_rows
 from .machine import load_average, machine_description
 from .measuring import infeasible, measure_round_robin, memory_method
@@ -31,7 +31,7 @@ def selected_mechanisms(settings: BenchmarkSettings, part: str) -> list[str]:
     # ``local`` at this window or in these blocks, not at its default window
     mechanisms = [name for name in requested if name != "local" or not local_parts] + [
         f"{name}+{suffix}{size}" for suffix, size in local_parts for name in requested
-        if get_attention_class(name).takes_local_window]
+        if get_settings_class(name).local_part_role is not None]
     peers = [peer.label for peer in selected_peers(settings.peers)] if part == "encoder" else []
     rows = dict.fromkeys(mechanisms + [BASELINE, FLOOR] + peers)
     return [name for row in rows for name in ([row, row + COMPILED] if settings.compiles(row) else [row])]

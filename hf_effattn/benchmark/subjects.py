@@ -10,7 +10,7 @@ from typing import Callable
 import torch
 from torch import nn
 
-from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention, build_settings
+from ..modeling.attentions import AttentionOutput, AttentionSettings, EfficientAttention
 from .options import BASELINE, DTYPES, FLOOR, windowed
 from .peers import Peer, peer_of
 from .rows import Infeasible, eager_name
@@ -31,12 +31,11 @@ def layer_config(mechanism: str, args, length: int, num_layers: int = 1):
     ``<name>+w<W>`` is the mechanism beside a window), dropout off."""
     from ..modeling.configuration_effattn import EffAttnRobertaConfig
 
-    attention_type, settings = windowed(BASELINE if mechanism == FLOOR else mechanism)
-    built = build_settings(attention_type, settings)
-    window = built.local_window or built.local_block or 0  # a model takes inputs of its window or its blocks
+    attention_type, local = windowed(BASELINE if mechanism == FLOOR else mechanism)
+    window = max(local.values(), default=0)  # a model takes inputs of its window or its blocks
     return EffAttnRobertaConfig(
         attention_type=attention_type,
-        attention_config=settings,
+        **local,
         hidden_size=args.hidden_size,
         num_attention_heads=args.num_heads,
         intermediate_size=args.intermediate_size or 4 * args.hidden_size,

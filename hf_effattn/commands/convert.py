@@ -16,7 +16,7 @@ from ..models.hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
 from ..models.model_classes import all_tasks
 from ..modeling.attentions import list_attentions
 from ..options.user_errors import refuse_options_without
-from ..options.window_options import add_window_arguments, with_window_settings
+from ..options.window_options import add_window_arguments, local_part_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -112,12 +112,13 @@ def run(args) -> int:
     check_options(args)
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
     model, report = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,
-                            attention_config=with_window_settings(args.attention_config, args),
+                            attention_config=args.attention_config,
                             convert_attention=args.convert_attention,
                             ignore_mismatched_sizes=args.ignore_mismatched_sizes, transfer=transfer_arguments(args),
                             max_length=args.max_length, image_size=args.image_size,
                             overwrite_output_dir=args.overwrite_output_dir, license=args.license,
-                            base_model=args.base_model, output_transfer_report=True, **overrides)
+                            base_model=args.base_model, output_transfer_report=True, **overrides,
+                            **local_part_options(args))
     if report is not None:
         print(report.format())
     print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "

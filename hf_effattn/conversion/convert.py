@@ -46,10 +46,11 @@ from ..options.argument_types import MAX_LEARNING_RATE
 from ..folders.hub_or_local import check_found, check_hub_id
 from ..models.hybrid_parts import check_local_part, check_window_dropout_of, first_attention, mechanism_weights
 from ..model_cards import (
-    CardContent, card_base_model, card_license, converted_kind, source_architecture, write_model_card,
+    CardContent, card_base_model, card_license, converted_kind, local_part_of, source_architecture, write_model_card,
 )
 from ..models.model_classes import LABELLED_TASKS, TASKS, family_of, model_class, task_of
-from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings, pair, saved_attention
+from ..modeling.configuration_effattn import pair, saved_attention
+from ..modeling.local_settings import split_local_settings
 from ..modeling.settings import Spec, checked
 from ..folders.output_folders import Input, prepare_output_folder, written_into_place
 from ..folders.sentence_transformers_folder import copy_sentence_transformers_modules, sentence_embedding
@@ -101,8 +102,6 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
     """
     check_found(checkpoint)
     check_hub_id(base_model)
-    window = {name: config_overrides.pop(name) for name in WINDOW_SETTINGS if name in config_overrides}
-    attention_config = merge_window_settings(attention_config, window)
     inputs = [Input("checkpoint", None, checkpoint),
               Input("transfer data", "--transfer_data", (transfer or {}).get("data"))]
     prepare_output_folder(output_dir, inputs, overwrite_output_dir)
@@ -123,7 +122,7 @@ def convert(checkpoint: str, attention_type: str | None, output_dir, task: str |
         if "mechanism_weight_learning_rate" in transfer:
             check_local_part(first_attention(plan.target), "mechanism_weight_learning_rate",
                              transfer["mechanism_weight_learning_rate"])
-        note_block_transfer(plan.target.attention_config.get("local_block"))
+        note_block_transfer(plan.target.local_block)
     base_model = linked_source(checkpoint, base_model)  # its note once every check has passed
     processor = load_preprocessor(checkpoint, family)
     batches, transfer_arguments = None, {}
@@ -165,9 +164,10 @@ def input_size_argument(argument: str, family: str, **sizes) -> dict:
 def requested_attention(source: dict, attention_type: str | None, attention_config: dict | None) -> tuple[str, dict]:
     """The mechanism and settings the conversion asks for, as ``from_pretrained`` reads them: the checkpoint's own
     mechanism without ``attention_type``, and ``attention_config`` over its settings when the mechanism stays."""
-    saved_type, saved = saved_attention(source)
+    saved_type, saved, _ = saved_attention(source)
     chosen = attention_type or saved_type
-    return chosen, {**((saved if chosen == saved_type else None) or {}), **(attention_config or {})}
+    own = split_local_settings(attention_config)[0]
+    return chosen, {**((saved if chosen == saved_type else None) or {}), **(own or {})}
 
 
 def check_request(family: str, task: str, attention_type: str, attention_config: dict | None,
@@ -259,7 +259,7 @@ def write_card(folder, repo_id: str, checkpoint: str, kind, config, report, lice
         dataset_id=report.data if report else None, dataset_config=None, results={}, hyperparameters=settings,
         transfer=report.to_dict() if report else None, license=card_license(checkpoint, license),
         extension=extension, window_weights=window_weights, base_model_id=base_model,
-        sentence_embedding=sentence_embedding(folder),
+        sentence_embedding=sentence_embedding(folder), local_part=local_part_of(config),
     ))
 
 
@@ -304,7 +304,7 @@ def save_preprocessor(processor, family: str, output_dir, config, extended: bool
     if extended:
         PREPROCESSOR_SIZES[family](processor, config)
     if family == "text":
-        processor = framed_as_saved(checkpoint, processor, config.attention_config.get("local_block"))
+        processor = framed_as_saved(checkpoint, processor, config.local_block)
     processor.save_pretrained(output_dir)
 
 

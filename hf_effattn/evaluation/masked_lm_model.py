@@ -51,7 +51,7 @@ def checked_tokenizer(tokenizer):
 
 def model_block(model) -> int | None:
     """The model's aligned blocks (``local_block``), or None."""
-    return model.config.attention_config.get("local_block")
+    return model.config.local_block
 
 
 def default_chunk_length(model) -> int:

@@ -16,7 +16,7 @@ from ..modeling.attentions import get_attention_class
 from ..modeling.fast_paths import check_fast_paths_can_run, fast_path_devices, fast_path_mode
 from ..folders.output_folders import Input
 from ..options.user_errors import OneLineParser, refuse_options_without
-from ..options.window_options import add_window_arguments, with_window_settings
+from ..options.window_options import add_window_arguments, local_part_options
 
 SCHEDULER_TYPES = ("linear", "cosine", "cosine_with_restarts", "polynomial", "constant", "constant_with_warmup")
 
@@ -42,12 +42,13 @@ def attention_config_value(text: str) -> dict:
 
 
 def settle_model_options(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
-    """After parsing: options that would do nothing refused (:func:`check_dependent_options`);
+    """After parsing: options that would do nothing refused (:func:`check_dependent_options`), the local part's
+    options checked against ``--attention_config`` (:func:`~hf_effattn.options.window_options.local_part_options`);
     ``args.attention_config_file``, the settings file ``--attention_config`` names (or None), kept as an input of the
-    run; ``args.attention_config``, its settings with the window options merged in."""
+    run."""
     check_dependent_options(args, parser)
+    local_part_options(args)
     args.attention_config_file = getattr(args.attention_config, "path", None)
-    args.attention_config = with_window_settings(args.attention_config, args)
 
 
 def checkpointing_value(text: str) -> int | str:

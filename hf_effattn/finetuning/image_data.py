@@ -135,7 +135,7 @@ def processor_geometry(processor) -> tuple[tuple[int, int], tuple[float, ...], t
     return shape, tuple(processor.image_mean), tuple(processor.image_std)
 
 
-def prepare_image_data(args: argparse.Namespace, processor) -> PreparedData:
+def prepare_image_data(args: argparse.Namespace, processor, model_config=None) -> PreparedData:
     """Load, select splits, find the image and label columns and wrap the splits with their transforms."""
     raw = load_raw_datasets(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file)
     dataset_id = args.train_file or args.dataset_name

@@ -37,7 +37,7 @@ def default_target_modules(model) -> list[str]:
     """The mechanism's projections that LoRA adapts by default: ``query`` and ``value`` (as PEFT does for RoBERTa
     and BERT), or ``value`` alone for a mechanism without query and key (PSF, unless a local window brings them)."""
     with_query = get_attention_class(model.config.attention_type).uses_query_key
-    return ["query", "value"] if with_query or model.config.attention_config.get("local_window") else ["value"]
+    return ["query", "value"] if with_query or model.config.local_part else ["value"]
 
 
 def check_target_modules(model, target_modules: list[str]) -> None:

@@ -33,6 +33,7 @@ from ..modeling import load_checks
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForMaskedLM
 from ..modeling.tokenization_effattn import EffAttnBlockTokenizer
 from ..options.user_errors import run_script
+from ..options.window_options import local_part_options
 from .arguments import check_against_model
 from .loop import Finetuner
 from .masked_lm_data import NO_LABELS, add_masked_lm_data_arguments, prepare_masked_lm_data
@@ -120,7 +121,7 @@ def check_options(args: argparse.Namespace) -> None:
                                       **extension)
     check_against_model(args, config)
     check_sequence_length(args, config.attention_max_length)
-    check_block_special_tokens(args, config.attention_config.get("local_block"))
+    check_block_special_tokens(args, config.local_block)
     check_shuffled_pieces(args)
 
 
@@ -152,9 +153,8 @@ def check_shuffled_pieces(args: argparse.Namespace) -> None:
 
 
 def check_block_special_tokens(args: argparse.Namespace, block: int | None) -> None:
-    """``--block_special_tokens`` frames the model's aligned blocks (``block``, its ``local_block``), kept as
-    ``args.local_block``: refused without blocks, with ``--line_by_line`` and with blocks too short to frame."""
-    args.local_block = block
+    """``--block_special_tokens`` frames the model's aligned blocks (``block``, its ``local_block``): refused without
+    blocks, with ``--line_by_line`` and with blocks too short to frame."""
     if not args.block_special_tokens:
         return
     if block is None:
@@ -176,7 +176,7 @@ def load_masked_lm(args: argparse.Namespace, labels=None) -> EffAttnRobertaForMa
     model, info = EffAttnRobertaForMaskedLM.from_pretrained(
         args.model_name_or_path, attention_type=args.attention_type, attention_config=args.attention_config,
         convert_attention=args.convert_attention, ignore_mismatched_sizes=args.ignore_mismatched_sizes,
-        output_loading_info=True, **extension,
+        output_loading_info=True, **extension, **local_part_options(args),
     )
     check_head(args, sorted(key for key in info["missing_keys"] if key.startswith(HEAD_PREFIX)))
     if info["position_extension"]:  # the model card says so (run.card_content)
@@ -272,7 +272,7 @@ def framing_tokenizer(args: argparse.Namespace, tokenizer, config):
     it was trained; else ``tokenizer``. Used only to save: the data was framed before."""
     if not args.block_special_tokens:
         return tokenizer
-    return EffAttnBlockTokenizer.from_tokenizer(tokenizer, config.attention_config["local_block"])
+    return EffAttnBlockTokenizer.from_tokenizer(tokenizer, config.local_block)
 
 
 RECIPE = Recipe(

@@ -181,9 +181,9 @@ def group_in_framed_blocks(batch: dict, block_length: int, block: int, tokenizer
             "special_tokens_mask": [special_tokens_mask(ids, tokenizer) for ids in rows]}
 
 
-def tokenize_split(split, tokenizer, column: str, args: argparse.Namespace, source: str):
+def tokenize_split(split, tokenizer, column: str, args: argparse.Namespace, source: str, block: int | None):
     """The examples of one split: token blocks of ``--max_seq_length`` (or, ``--line_by_line``, truncated texts),
-    framed at every aligned block with ``--block_special_tokens`` (``args.local_block``: the model's blocks)."""
+    framed at every aligned block of ``block`` tokens (the model's ``local_block``) with ``--block_special_tokens``."""
     length = args.max_seq_length
 
     def tokenize(batch):
@@ -196,7 +196,7 @@ def tokenize_split(split, tokenizer, column: str, args: argparse.Namespace, sour
     examples = split.map(tokenize, batched=True, remove_columns=split.column_names, desc=f"Tokenizing {source}")
     if not args.line_by_line:
         tokens = sum(len(ids) for ids in examples["input_ids"])
-        grouping = (group_in_framed_blocks, {"block": args.local_block, "tokenizer": tokenizer}) \
+        grouping = (group_in_framed_blocks, {"block": block, "tokenizer": tokenizer}) \
             if args.block_special_tokens else (group_texts, {})
         examples = examples.map(grouping[0], batched=True, batch_size=GROUPING_BATCH,
                                 fn_kwargs={"block_length": length, **grouping[1]},
@@ -208,9 +208,10 @@ def tokenize_split(split, tokenizer, column: str, args: argparse.Namespace, sour
     return examples
 
 
-def prepare_masked_lm_data(args: argparse.Namespace, tokenizer) -> PreparedData:
-    """Load the texts, drop blank rows, hold out an evaluation split where there is none, tokenise into examples and
-    wrap them to be masked; the result feeds the training loop."""
+def prepare_masked_lm_data(args: argparse.Namespace, tokenizer, model_config=None) -> PreparedData:
+    """Load the texts, drop blank rows, hold out an evaluation split where there is none, tokenise into examples
+    (framed at the aligned blocks of ``model_config``, the model's, with ``--block_special_tokens``) and wrap them to
+    be masked; the result feeds the training loop."""
     from transformers import DataCollatorForLanguageModeling, DataCollatorForTokenClassification
 
     if args.line_by_line:
@@ -230,7 +231,8 @@ def prepare_masked_lm_data(args: argparse.Namespace, tokenizer) -> PreparedData:
         texts = nonblank_texts(raw[split], text_column(raw[split], column, source), source)
         if split == "train" and args.shuffled_pieces:
             texts = shuffled_pieces(texts, column, tokenizer, args.shuffled_pieces, args.seed, source)
-        return kind(limit_samples(tokenize_split(texts, tokenizer, column, args, source), count), masker, args.seed)
+        examples = tokenize_split(texts, tokenizer, column, args, source, getattr(model_config, "local_block", None))
+        return kind(limit_samples(examples, count), masker, args.seed)
 
     return PreparedData(
         train=examples("train", args.max_train_samples, MaskedTrainingExamples),

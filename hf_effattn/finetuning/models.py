@@ -19,6 +19,7 @@ import logging
 from ..modeling.modeling_effattn_roberta import EffAttnRobertaForSequenceClassification
 from ..modeling.modeling_effattn_vit import EffAttnViTForImageClassification
 from ..models.presets import create_config, create_model, list_models, resolve
+from ..options.window_options import local_part_options
 from .arguments import check_against_model
 from .data import LabelInfo
 
@@ -80,7 +81,7 @@ def config_of_checkpoint(args: argparse.Namespace, family: str, model_class, pur
     before anything loads."""
     source = source if source is not None else checkpoint_source(args, family, purpose)
     return model_class.plan_load(args.model_name_or_path, args.attention_type, args.attention_config,
-                                 args.convert_attention, config_dict=source, **size).target
+                                 args.convert_attention, config_dict=source, **size, **local_part_options(args)).target
 
 
 def classifier_config(args: argparse.Namespace, family: str):
@@ -89,7 +90,7 @@ def classifier_config(args: argparse.Namespace, family: str):
     if not is_preset(args.model_name_or_path):
         return config_of_checkpoint(args, family, *CLASSIFIERS[family])
     check_preset(args, family)
-    return create_config(args.model_name_or_path, attention_config=args.attention_config)
+    return create_config(args.model_name_or_path, attention_config=args.attention_config, **local_part_options(args))
 
 
 def check_classifier_options(family: str):
@@ -120,7 +121,7 @@ def create_preset_classifier(family: str, args: argparse.Namespace, labels: Labe
     task = "sequence-classification" if family == "text" else "image-classification"
     logger.info("Training %s from scratch (random weights).", args.model_name_or_path)
     return create_model(args.model_name_or_path, task=task, attention_config=args.attention_config,
-                        **label_config(labels))
+                        **local_part_options(args), **label_config(labels))
 
 
 def load_classifier(model_class, args: argparse.Namespace, labels: LabelInfo):
@@ -131,6 +132,7 @@ def load_classifier(model_class, args: argparse.Namespace, labels: LabelInfo):
         attention_config=args.attention_config,
         convert_attention=args.convert_attention,
         ignore_mismatched_sizes=args.ignore_mismatched_sizes,
+        **local_part_options(args),
         **label_config(labels),
     )
 

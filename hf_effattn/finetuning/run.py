@@ -24,7 +24,7 @@ from ..conversion.transfer import REPORT_FILE, TransferReport, load_teacher, tra
 from ..folders.hub_or_local import check_found
 from ..models.hybrid_parts import has_hybrid_layers, mechanism_weights
 from ..options.keyword_options import errors_raised, keyword_argv
-from ..model_cards import CardContent, CardKind, card_base_model, card_license, card_writer
+from ..model_cards import CardContent, CardKind, card_base_model, card_license, card_writer, local_part_of
 from ..folders.output_folders import RESULTS_FILE, OutputFolder, check_output_folder, restore_interrupted
 from ..folders.sentence_transformers_folder import (
     copy_sentence_transformers_modules, sentence_embedding, warn_modules_not_carried,
@@ -54,7 +54,7 @@ class Recipe:
     description: str
     add_data_arguments: Callable  # (parser) -> None
     load_processor: Callable  # (model_name_or_path, processor_name) -> tokenizer or image processor
-    prepare_data: Callable  # (args, processor) -> PreparedData
+    prepare_data: Callable  # (args, processor, model config: None where the data comes first) -> PreparedData
     load_model: Callable  # (args, LabelInfo) -> model
     card_kind: CardKind
     processor_option: str  # the option naming another tokenizer or image processor (e.g. "tokenizer_name")
@@ -109,7 +109,7 @@ class Recipe:
         processor = self.load_processor(args.model_name_or_path, getattr(args, self.processor_option))
         model = None if self.labels is None else self.load_model(args, self.labels)
         with accelerator.main_process_first():
-            data = self.prepare_data(args, processor)
+            data = self.prepare_data(args, processor, None if model is None else model.config)
         if model is None:
             model = self.load_model(args, data.labels)
         fit_tokenizer(args, processor, model.config)
@@ -288,6 +288,7 @@ def card_content(args, accelerator, model, data, outcome: TrainingOutcome, kind:
         repo_id=repository_name(args.hub_model_id, args.output_dir),
         attention_type=config.attention_type,
         attention_config=config.attention_config,
+        local_part=local_part_of(config),
         base_model=args.model_name_or_path,
         dataset_id=data.dataset_id,
         dataset_config=data.dataset_config,

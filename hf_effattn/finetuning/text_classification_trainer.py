@@ -39,7 +39,9 @@ from ..models.hybrid_parts import (
     with_mechanism_weight_group,
 )
 from ..options.keyword_options import errors_raised, keyword_argv
-from ..model_cards import TEXT_CLASSIFICATION, CardContent, card_base_model, card_license, card_writer
+from ..model_cards import (
+    TEXT_CLASSIFICATION, CardContent, card_base_model, card_license, card_writer, local_part_of,
+)
 from ..folders.output_folders import OutputFolder
 from ..folders.sentence_transformers_folder import sentence_embedding
 from ..options.user_errors import command_name, run_script
@@ -134,6 +136,7 @@ def card_content(training_args, options, model, data, results, transfer: dict | 
         repo_id=repository_name(training_args.hub_model_id, training_args.output_dir),
         attention_type=model.config.attention_type,
         attention_config=model.config.attention_config,
+        local_part=local_part_of(model.config),
         base_model=options.model_name_or_path,
         dataset_id=data.dataset_id,
         dataset_config=data.dataset_config,

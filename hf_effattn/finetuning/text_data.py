@@ -86,7 +86,7 @@ def load_text_datasets(args: argparse.Namespace):
     return load_raw_datasets(args.dataset_name, args.dataset_config_name, args.train_file, args.validation_file)
 
 
-def prepare_text_data(args: argparse.Namespace, tokenizer) -> PreparedData:
+def prepare_text_data(args: argparse.Namespace, tokenizer, model_config=None) -> PreparedData:
     """Load, select splits, encode labels and tokenise; the result feeds the training loop."""
     from transformers import DataCollatorWithPadding
 

@@ -1,6 +1,7 @@
-"""The two parts of a hybrid attention layer (a mechanism beside an exact local window), switched on and off.
+"""The two parts of a hybrid attention layer (a mechanism beside an exact local window or blocks,
+``hf_effattn.modeling.hybrid_attention``), switched on and off.
 
-A layer with ``local_window`` runs both parts by default. Training code switches the window off for a share of the
+A hybrid layer runs both parts by default. Training code switches the window off for a share of the
 steps (*window dropout*), so that the mechanism's part has to reproduce the teacher, or predict the masked tokens,
 alone and is not bypassed by the window; evaluation switches the mechanism's part off to measure what it adds::
 
@@ -23,17 +24,17 @@ import torch
 from torch import nn
 
 from ..modeling.attention_base import EfficientAttention
+from ..modeling.hybrid_attention import HybridAttention
 from ..modeling.encoder import EffAttnAttention
 from ..options.user_errors import TrainingDiverged
 
 PARTS = ("window", "mechanism")
 
 
-def hybrid_layers(model: nn.Module) -> list[EfficientAttention]:
-    """The attention modules of ``model`` with a mechanism beside a local window, in layer order."""
+def hybrid_layers(model: nn.Module) -> list[HybridAttention]:
+    """The attention modules of ``model`` with a mechanism beside a local part (gated), in layer order."""
     return [module for module in model.modules()
-            if isinstance(module, EfficientAttention) and module.window is not None
-            and module.window.initial_mechanism_weight is not None]
+            if isinstance(module, HybridAttention) and module.window.initial_mechanism_weight is not None]
 
 
 def has_hybrid_layers(model: nn.Module) -> bool:
@@ -109,7 +110,8 @@ def mechanism_weights(model: nn.Module) -> list[list[float] | None]:
     has a mechanism beside a window."""
     if not has_hybrid_layers(model):
         return []
-    return [module.window.mechanism_weight().detach().float().cpu().tolist() if module.window is not None else None
+    return [module.window.mechanism_weight().detach().float().cpu().tolist()
+            if isinstance(module, HybridAttention) else None
             for module in model.modules() if isinstance(module, EfficientAttention)]
 
 

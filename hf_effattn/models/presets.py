@@ -13,9 +13,8 @@ registered attention mechanism, named ``"<architecture>/<attention_type>"``.
   (text) or image classification (vision) when ``num_labels`` is given, else the bare encoder (``"base"``).
 * ``overrides``: any config value (``num_labels``, ``hidden_dropout_prob``, ...); ``attention_config``
   updates the preset's mechanism settings key by key. A name that is no config field raises with the closest
-  ones (timm would store it unread). ``local_window`` and ``global_tokens`` (every mechanism's window settings)
-  go into ``attention_config``: ``create_model("roberta-base/kerformer", local_window=128)``; given there too with
-  another value, they raise. Transformers'
+  ones (timm would store it unread). The local part's settings are the config's own:
+  ``create_model("roberta-base/kerformer", local_window=128)``. Transformers'
   ``attn_implementation="eager"`` / ``"sdpa"`` picks that mechanism when the name does not pick another; other
   values raise. ``pretrained=True`` raises: presets have no weights.
 
@@ -35,7 +34,7 @@ from typing import Any
 
 from . import model_classes
 from ..modeling.attentions import list_attentions
-from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
+from ..modeling.local_settings import split_local_settings
 
 
 @dataclass(frozen=True)
@@ -148,11 +147,10 @@ def create_config(name: str, **overrides):
     architecture, attention_type = resolve(name)
     attention_type = attention_from_overrides(name, attention_type, overrides)
     config_class = model_classes.FAMILIES[architecture.family][0]
-    window = {setting: overrides.pop(setting) for setting in WINDOW_SETTINGS if setting in overrides}
     check_config_names(config_class, overrides)
-    attention_config = {**architecture.attention_overrides.get(attention_type, {}),
-                        **(merge_window_settings(overrides.pop("attention_config", None), window) or {})}
-    values = {**architecture.config, **overrides}
+    own, local = split_local_settings(architecture.attention_overrides.get(attention_type, {}))
+    attention_config = {**own, **(overrides.pop("attention_config", None) or {})}
+    values = {**architecture.config, **local, **overrides}
     return config_class(attention_type=attention_type, attention_config=attention_config, **values)
 
 

@@ -1,15 +1,19 @@
 """The local-part options that ``hf-effattn convert`` and the fine-tuning scripts share: ``--local_window``,
-``--local_block``, ``--global_tokens``, ``--local_window_every`` and ``--initial_mechanism_weight``
-(:func:`add_window_arguments`), merged into the attention settings (:func:`with_window_settings`)."""
+``--local_block``, ``--global_tokens``, ``--local_window_every``, ``--initial_mechanism_weight`` and
+``--shared_normaliser`` (:func:`add_window_arguments`), read as the model config's own settings
+(:func:`local_part_options`)."""
 
 from __future__ import annotations
 
 import argparse
 
 from .argument_types import non_negative_int, open_interval, positive_int
-from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
+from ..modeling.local_settings import merge_local_settings, split_local_settings
 
 CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
+LOCAL_PART_OPTIONS = ("local_window", "local_block", "global_tokens", "local_window_every", "initial_mechanism_weight",
+                      "shared_normaliser")
+BOOLEANS = {"true": True, "false": False}
 
 
 
@@ -19,15 +23,24 @@ def block_size(text: str) -> int | str:
     return CHECKPOINT_BLOCK if text == CHECKPOINT_BLOCK else positive_int(text)
 
 
-def with_window_settings(attention_config: dict | None, options: argparse.Namespace) -> dict | None:
-    """``--attention_config`` with the local-part options of the parsed ``options`` merged in (None when none is
-    given); ``--local_block`` without S becomes the checkpoint's own length (:func:`checkpoint_block`, of
-    ``options.checkpoint`` or ``options.model_name_or_path``); a setting given in both places with two values
-    raises (:func:`~hf_effattn.modeling.configuration_effattn.merge_window_settings`)."""
-    window = {name: getattr(options, name) for name in WINDOW_SETTINGS}
-    if window["local_block"] == CHECKPOINT_BLOCK:
-        window["local_block"] = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)
-    return merge_window_settings(attention_config, window, given_as="--{name} {value}", where="--attention_config")
+def boolean(text: str) -> bool:
+    """``true`` or ``false`` (as in JSON)."""
+    if text not in BOOLEANS:
+        raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+    return BOOLEANS[text]
+
+
+def local_part_options(options: argparse.Namespace) -> dict:
+    """The local part's settings that the parsed ``options`` give (name -> value, the config's keywords), the
+    blocks of ``--local_block`` without S resolved to the checkpoint's own length (:func:`checkpoint_block`, of
+    ``options.checkpoint`` or ``options.model_name_or_path``); one given with another value inside
+    ``--attention_config`` too raises."""
+    given = {name: value for name in LOCAL_PART_OPTIONS if (value := getattr(options, name)) is not None}
+    if given.get("local_block") == CHECKPOINT_BLOCK:
+        given["local_block"] = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)
+    merge_local_settings(given, split_local_settings(options.attention_config)[1], given_as="--{name} {value}",
+                         where="--attention_config")
+    return given
 
 
 def checkpoint_block(checkpoint: str) -> int:
@@ -37,10 +50,11 @@ def checkpoint_block(checkpoint: str) -> int:
     from transformers import PreTrainedConfig
 
     from ..models.model_classes import family_of
+    from ..modeling.configuration_effattn import saved_attention
     from ..modeling.modeling_effattn_roberta import EffAttnRobertaPreTrainedModel
 
     source = PreTrainedConfig.get_config_dict(checkpoint)[0]
-    own = (source.get("attention_config") or {}).get("local_block")
+    own = saved_attention(source)[2].get("local_block")
     if own:
         return own
     if family_of(source.get("model_type"), checkpoint) != "text":
@@ -50,10 +64,10 @@ def checkpoint_block(checkpoint: str) -> int:
 
 
 def add_window_arguments(group) -> None:
-    """The local-part options, merged into the attention settings by :func:`with_window_settings`."""
+    """The local-part options, read by :func:`local_part_options`."""
     group.add_argument("--local_window", type=positive_int, default=None, metavar="W",
-                       help="Exact softmax over the tokens at most W // 2 positions away, beside the mechanism (a "
-                            "setting of every mechanism but softmax's; default: none, the mechanism as published).")
+                       help="Exact softmax over the tokens at most W // 2 positions away, beside the mechanism (any "
+                            "mechanism but softmax; default: none, the mechanism as published).")
     group.add_argument("--local_block", type=block_size, nargs="?", const=CHECKPOINT_BLOCK, default=None,
                        metavar="S",
                        help="Exact softmax inside aligned blocks of S tokens, beside the mechanism, which reads across "
@@ -71,3 +85,7 @@ def add_window_arguments(group) -> None:
                        help="With --local_window or --local_block: each head's initial weight on the mechanism's "
                             "part, the gate (default: the mechanism's, measured on MiniLM; small beside blocks, so "
                             "that the model starts as the chunked reader).")
+    group.add_argument("--shared_normaliser", type=boolean, default=None, metavar="{true,false}",
+                       help="With a kernelized mechanism beside --local_window or --local_block: true puts its terms "
+                            "under the local part's softmax normaliser (LoLCATs), false mixes it by the gate (default: "
+                            "true beside a window, false beside blocks).")

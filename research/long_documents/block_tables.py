@@ -55,9 +55,12 @@ def every_token(mine: dict, theirs: dict) -> tuple[float, float]:
 def start_of(row) -> float:
     """Where the gates of ``row`` start beside its blocks: its setting, else its mechanism's default for its settings
     (a kernelized memory under the blocks' normaliser 1e-4, a memory mixed per head 0.1)."""
-    from hf_effattn import build_settings, get_attention_class
+    from hf_effattn import build_settings
+    from hf_effattn.modeling.local_settings import local_part_settings, split_local_settings
 
-    return get_attention_class(row.attention).gate_start(build_settings(row.attention, row.settings), blocks=True)
+    own, local = split_local_settings(row.settings)
+    role = build_settings(row.attention, own).local_part_role
+    return local_part_settings(local, role).gate_start(role)
 
 
 def gates_text(weights: list | None, start: float) -> str:

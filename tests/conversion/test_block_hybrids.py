@@ -16,6 +16,7 @@ from helpers.finetuning import one_torch_thread  # noqa: F401 (autouse: one torc
 from helpers.finetuning import NUM_WORDS, load_script, tiny_text_checkpoint, training_options
 from hf_effattn.commands import main as cli
 from hf_effattn.models.hybrid_parts import mechanism_weights
+from hf_effattn.modeling.local_settings import GATE_STARTS
 from test_hybrid_training import convert_refusal
 
 OWN_LENGTH = 32  # the tiny checkpoint's positions (tests/helpers/finetuning.py)
@@ -34,10 +35,10 @@ def test_convert_takes_the_checkpoints_own_length_as_blocks_and_trains_the_gates
               "--transfer_steps", "3", "--transfer_batch_size", "4", "--transfer_mechanism_weight_learning_rate", "0.5",
               "--output_dir", str(tmp_path / "out")])
     model = transformers.AutoModel.from_pretrained(tmp_path / "out", trust_remote_code=True)
-    assert model.config.attention_config["local_block"] == OWN_LENGTH
+    assert model.config.local_block == OWN_LENGTH
     report = json.loads((tmp_path / "out" / "attention_transfer.json").read_text())
     assert report["mechanism_weight_learning_rate"] == 0.5
-    start = hf_effattn.get_attention_class("dba").block_mechanism_weight  # a gated memory's: the default beside blocks
+    start = GATE_STARTS["mixed", "blocks"]  # a gated memory's: the default beside blocks
     for layer, weights in zip(report["layers"], mechanism_weights(model)):
         assert layer["mechanism_weight"] == pytest.approx(weights)
         # three Adam steps of about 0.5 each in the logit: the gates are measurably away from their start
@@ -84,9 +85,9 @@ def test_masked_lm_pretraining_moves_the_gates_at_their_own_rate_only(tmp_path):
     (["--attention_type", "kerformer", "--initial_mechanism_weight", "0.1"],
      "initial_mechanism_weight=0.1: it must be None without a local part"),
     (["--attention_type", "kerformer", "--attention_config", '{"shared_normaliser": false}'],
-     "shared_normaliser=False: it must be True or None without a local part"),
+     "shared_normaliser=False: it must be None without a local part"),
     (["--attention_type", "dba", "--local_block", "16", "--attention_config", '{"shared_normaliser": false}'],
-     r"Unknown setting\(s\) shared_normaliser for attention 'dba'"),
+     r"shared_normaliser=False: it must be None for attention_type='dba': only a kernelized mechanism can share"),
     (["--attention_type", "sdpa", "--local_block", "16"], "use attention_type='local'"),
     (["--attention_type", "kerformer", "--local_block", "16", "--transfer_mechanism_weight_learning_rate", "0.1"],
      "act only on an attention transfer: add --transfer_data"),

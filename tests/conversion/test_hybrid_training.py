@@ -59,7 +59,7 @@ def test_conversion_with_transfer_reports_the_weights_and_the_window_alone(sourc
     card = (tmp_path / "out" / "README.md").read_text()
     assert "## Local window" in card and "under one normaliser" in card and "MSE after, window alone" in card
     reloaded = transformers.AutoModel.from_pretrained(tmp_path / "out", trust_remote_code=True)
-    assert reloaded.config.attention_config["local_window"] == 8
+    assert reloaded.config.local_window == 8
 
 
 def test_a_window_in_one_layer_of_two_is_reported_for_that_layer_only(source, tmp_path, capsys):
@@ -78,7 +78,7 @@ def test_a_window_in_one_layer_of_two_is_reported_for_that_layer_only(source, tm
     transfer_rows = card[card.index("| Layer | MSE before"):].split("\n\n")[0].splitlines()[2:]
     assert [row.count("|") for row in transfer_rows] == [7, 7] and transfer_rows[1].endswith("| - |")
     reloaded = transformers.AutoModel.from_pretrained(tmp_path / "out", trust_remote_code=True)
-    assert [layer.attention.self.window is not None for layer in reloaded.encoder.layer] == [True, False]
+    assert [hasattr(layer.attention.self, "window") for layer in reloaded.encoder.layer] == [True, False]
 
 
 def test_sparse_prediction_gives_the_loss_of_the_full_logits():
@@ -106,7 +106,7 @@ def test_masked_lm_pretraining_trains_the_hybrid_with_window_dropout(source, tmp
     outcome = run_mlm.main(argv)
     assert outcome.finished
     saved = hf_effattn.EffAttnRobertaForMaskedLM.from_pretrained(tmp_path / "run")
-    assert saved.config.attention_config["local_window"] == 6 and saved.config.attention_config["global_tokens"] == 1
+    assert saved.config.local_window == 6 and saved.config.global_tokens == 1
     assert mechanism_weights(saved) != [[0.5, 0.5, 0.5, 0.5]] * 2  # the weights trained
     card = (tmp_path / "run" / "README.md").read_text()
     assert "## Local window" in card and "the two outputs mixed per head" in card
@@ -129,7 +129,7 @@ def convert_refusal(capsys, tmp_path, source, *options) -> str:
     (["--attention_type", "kerformer", "--local_window", "0"], "argument --local_window: expected an integer >= 1"),
     (["--attention_type", "kerformer", "--global_tokens", "1"], "global_tokens=1: it must be 0 without a local part"),
     (["--attention_type", "kerformer", "--local_window_every", "2"],
-     "local_window_every=2: it must be 1 without a local window"),
+     "local_window_every=2: it must be 1 without a local part"),
     (["--attention_type", "sdpa", "--local_window", "4"], "use attention_type='local'"),
     (["--local_window", "4"], "use attention_type='local'"),  # a RoBERTa keeps its softmax without --attention_type
     (["--attention_type", "dba", "--local_window", "4", "--transfer_window_dropout", "0.2"],

@@ -72,7 +72,7 @@ def test_run_mlm_frames_every_block_of_its_examples_and_never_masks_the_frame(tm
                        "--output_dir", str(tmp_path / "out")])
     check_options(args)
     tokenizer = tiny_tokenizer()
-    data = prepare_masked_lm_data(args, tokenizer)
+    data = prepare_masked_lm_data(args, tokenizer, hf_effattn.EffAttnRobertaConfig.from_pretrained(args.model_name_or_path))
     examples = [data.train[index] for index in range(len(data.train))]
     assert len(examples) > 5 and all(example["input_ids"].shape == (64,) for example in examples)
     for example in examples:

@@ -58,7 +58,8 @@ def test_a_card_tells_to_frame_long_inputs_in_blocks_only_where_the_model_was_pr
 
     settings = {"max_seq_length": 2048, "shuffled_pieces": 512, **({"block_special_tokens": True} if framed else {})}
     text = render_model_card(card_content(
-        kind=MASKED_LM, attention_type="local", attention_config={"local_block": 512}, dataset_id="documents.txt",
+        kind=MASKED_LM, attention_type="local", attention_config={}, local_part={"local_block": 512},
+        dataset_id="documents.txt",
         dataset_config=None, results={}, hyperparameters=settings, best=None,
         sentence_embedding=SentenceEmbedding(("Transformer", "Pooling"), "mean", False, 2048))).text
     assert "| `shuffled_pieces` | 512 |" in text

@@ -22,6 +22,7 @@ from helpers.red_team import no_data_loads  # noqa: F401 (a fixture)
 from helpers.red_team import cli_refused, mlm_argv, refused, run_mlm, texts_file, trainer_argv
 
 import hf_effattn
+from hf_effattn.modeling.hybrid_attention import HybridAttention
 from hf_effattn.commands import main as cli
 from hf_effattn.conversion import convert
 from hf_effattn.finetuning import masked_lm
@@ -71,15 +72,15 @@ def test_options_that_would_do_nothing_are_refused_as_convert_refuses_its_own(tm
 
 def test_a_window_is_checked_against_the_requested_length(tmp_path, capsys):
     assert cli.main(convert_argv(tmp_path / "out", "--local_window", "40", "--max_length", "64")) == 0
-    assert json.loads((tmp_path / "out" / "config.json").read_text())["attention_config"]["local_window"] == 40
+    assert json.loads((tmp_path / "out" / "config.json").read_text())["local_window"] == 40
     cli_refused(capsys, convert_argv(tmp_path / "o2", "--local_window", "80", "--max_length", "64"),
                 [tmp_path / "out"], "local_window=80: it must be at most the model's maximum length 64")
     model = hf_effattn.EffAttnRobertaModel.from_pretrained(tiny_text_checkpoint(), attention_type="dba",
                                                            local_window=40, max_length=64)
-    assert model.config.attention_config["local_window"] == 40 and model.config.attention_max_length == 64
+    assert model.config.local_window == 40 and model.config.attention_max_length == 64
     vit = hf_effattn.EffAttnViTModel.from_pretrained(tiny_vit_checkpoint(), attention_type="dba", local_window=20,
                                                      image_size=32)  # 17 tokens at 16 pixels, 65 at 32
-    assert vit.config.attention_config["local_window"] == 20
+    assert vit.config.local_window == 20
     args = masked_lm.parse_args(mlm_argv(tiny_text_checkpoint(), "unread.txt", tmp_path / "o3", "--attention_type",
                                          "dba", "--local_window", "40", "--max_length", "64"))
     masked_lm.RECIPE.check_options(args)  # run_mlm.py: checked at --max_length, before anything loads
@@ -133,18 +134,19 @@ def test_a_window_given_twice_is_refused_in_python_as_on_the_command_line(tmp_pa
     assert not (tmp_path / "out").exists()
 
 
-def test_a_window_keyword_of_a_config_is_applied_never_a_stray_key(tmp_path):
+def test_a_window_keyword_of_a_config_is_the_models_local_part(tmp_path):
     config = hf_effattn.EffAttnRobertaConfig(attention_type="kerformer", local_window=16, **SMALL)
-    assert config.attention_config["local_window"] == 16 and "local_window" not in config.to_dict()
+    assert config.local_window == 16 and "local_window" not in config.attention_config
     hf_effattn.EffAttnRobertaModel(config).save_pretrained(tmp_path)
     saved = json.loads((tmp_path / "config.json").read_text())
-    assert "local_window" not in saved and saved["attention_config"]["local_window"] == 16
-    assert hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path).encoder.layer[0].attention.self.window is not None
-    with pytest.raises(ValueError, match="local_window=16: it must be None for softmax attention"):
+    assert saved["local_window"] == 16 and "local_window" not in saved["attention_config"]
+    assert isinstance(hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path).encoder.layer[0].attention.self,
+                      HybridAttention)
+    with pytest.raises(ValueError, match="local_window=16: it must be None for attention_type='sdpa', which is exact"):
         hf_effattn.EffAttnRobertaConfig(local_window=16, **SMALL)  # sdpa takes no window: refused, not stored
     model = convert(tiny_text_checkpoint(), "kerformer", tmp_path / "out", local_window=8,
                     transfer={"data": str(texts_file(tmp_path / "data")), "window_dropout": 0.5, "steps": 1})
-    assert model.config.attention_config["local_window"] == 8
+    assert model.config.local_window == 8
 
 
 def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_path, no_data_loads):
@@ -154,7 +156,7 @@ def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_pat
     refused(load_script("run_trainer").main, trainer_argv(tmp_path / "out", "--local_window", "30",
                                                            "--resume_from_checkpoint", str(checkpoint)),
             [tmp_path / "out", checkpoint], r"Cannot resume from .*checkpoint-2: its model was saved with other settings "
-            r"than this run builds: attention_config local_window: 16 in the checkpoint, 30 now\. Resume with")
+            r"than this run builds: local_window: 16 in the checkpoint, 30 now\. Resume with")
     _, options = trainer_script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16"))
     # the same model: resumes
     trainer_script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))

@@ -46,7 +46,7 @@ def cases() -> list[str]:
     ``<name>+<part>``."""
     names = hf_effattn.list_attentions()
     windowed = [f"{name}+window" for name in names
-                if hf_effattn.get_attention_class(name).takes_local_window and name != "local"]
+                if hf_effattn.describe_attention(name)["local_part_role"] in ("mixed", "kernel")]
     return (names + windowed + [f"{name}+blocks" for name in BESIDE_BLOCKS]
             + [f"{name}+shared-blocks" for name in SHARING_BLOCKS])
 

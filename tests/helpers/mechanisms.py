@@ -5,13 +5,11 @@ from __future__ import annotations
 import torch
 
 import hf_effattn
+from hf_effattn.modeling.local_settings import split_local_settings
 
 EFFICIENT = ["singularformer", "kerformer", "dba", "psf"]
 BASELINES = ["linear", "performer", "nystromformer", "linformer", "cosformer"]  # the papers' efficient baselines
 MECHANISMS = EFFICIENT + ["eager", "sdpa"] + BASELINES + ["local"]
-# Every mechanism's settings of the local part, at their defaults (no window, no blocks): in every saved config.
-NO_LOCAL_PART = {"local_window": None, "global_tokens": 0, "local_window_every": 1, "local_block": None,
-                 "initial_mechanism_weight": None}
 WINDOW = {"local_window": 6, "global_tokens": 1}  # the window of the "local" and "<name>+window" cases
 WINDOWED = EFFICIENT + BASELINES  # every mechanism that takes a window beside it
 HYBRIDS = [f"{name}+window" for name in WINDOWED]
@@ -35,7 +33,9 @@ def build(name: str, settings: dict | None = None, *, dtype=torch.float64, layer
     no weight sits at a degenerate initial value (PSF's uniform 1/K factors, DBA's tiny Z)."""
     torch.manual_seed(seed)
     name, settings = resolve(name, settings)
-    attn = hf_effattn.build_attention(name, hidden, heads, settings, max_length=max_length, layer_idx=layer_idx)
+    own, local = split_local_settings(settings)  # the cases name the mechanism's settings and the local part's
+    attn = hf_effattn.build_attention(name, hidden, heads, own, local=local, max_length=max_length,
+                                      layer_idx=layer_idx)
     with torch.no_grad():
         for parameter in attn.parameters():
             parameter.normal_(0.0, std)

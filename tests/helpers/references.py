@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from hf_effattn.modeling.hybrid_attention import HybridAttention
+
 
 @dataclass
 class Reference:
@@ -290,7 +292,7 @@ def local_attention(attn, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, 
     scores ``Q K^T / sqrt(d)``."""
     query, key, _ = projections(attn, x)
     scores = query @ key.transpose(-1, -2) / math.sqrt(query.shape[-1])
-    local = attn.settings
+    local = attn.local
     if local.local_block is not None:
         pairs = block_pairs(x.shape[0], local.local_block, local.global_tokens)
     else:
@@ -307,7 +309,7 @@ def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
       ``s_ij`` the mechanism's unnormalised similarity (LoLCATs) and, beside a window, ``e_ij = exp(score_ij - max_exact
       score_i)``; beside blocks, ``e_ij`` the softmax over the exact pairs (a block row adds 1 to the normaliser).
       With ``mechanism_outside_window`` False the mechanism's terms cover every key (the global rows stay exact);
-      where ``shares_normaliser`` is False (the setting ``shared_normaliser``; None: False beside blocks), they are
+      where ``shares_normaliser`` is False (the model's ``shared_normaliser``; None: False beside blocks), they are
       mixed as the others';
     * others: ``(1 - sigma) A_local + sigma A_mechanism`` (context likewise), the global rows the local part's.
     """
@@ -316,9 +318,9 @@ def windowed_reference(attn, x: torch.Tensor, state=None) -> Reference:
     if attn.window.initial_mechanism_weight is None:
         return attend(local, value)
     sigma = torch.sigmoid(attn.window.mechanism_logit)[:, None, None]
-    if attn.name in KERNEL_SIMILARITIES and attn.settings.shares_normaliser:
+    if attn.name in KERNEL_SIMILARITIES and attn.shares_normaliser:
         similarity, _ = KERNEL_SIMILARITIES[attn.name](attn, x)
-        if attn.settings.local_block is not None:
+        if attn.local.local_block is not None:
             exact = local
         else:
             exact = torch.exp(scores - scores.masked_fill(~pairs, -math.inf).amax(-1, keepdim=True)) * pairs
@@ -338,5 +340,5 @@ def reference(attn, x: torch.Tensor, padding_mask: torch.Tensor, state=None) -> 
     """The reference of every sequence of a padded batch, on its real tokens only.
 
     ``x [B, N, C]``, ``padding_mask [B, N]`` (True = real), ``state``: batched, as the module takes it."""
-    of = windowed_reference if attn.window is not None else REFERENCES[attn.name]
+    of = windowed_reference if isinstance(attn, HybridAttention) else REFERENCES[attn.name]
     return [of(attn, x[b][padding_mask[b]], None if state is None else state[b]) for b in range(x.shape[0])]

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import hf_effattn
+from hf_effattn.modeling.local_settings import GATE_STARTS
 from hf_effattn.models.hybrid_parts import mechanism_weights, only_part
 from hf_effattn.modeling.kernel_attention import KernelAttention
 from hf_effattn.modeling.local_blocks import AlignedBlocks
@@ -53,7 +54,7 @@ def test_a_memory_under_the_blocks_normaliser_equals_its_reference(name):
     """``shared_normaliser`` True: the kernelized memory's terms under one normaliser with the block's softmax, its
     gate starting at the kernelized mechanisms' own value."""
     attn = blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": True})
-    assert attn.window.initial_mechanism_weight == KernelAttention.block_mechanism_weight
+    assert attn.window.initial_mechanism_weight == GATE_STARTS["shared", "blocks"] == 1e-4
     assert_matches_reference(attn)
 
 
@@ -68,8 +69,8 @@ def test_a_kernelized_memory_is_mixed_by_its_gate_by_default(name):
     """Beside blocks ``shared_normaliser`` None means False: the memory normalised on its own and mixed per head,
     ``(1 - sigma) blocks + sigma mechanism``, from the mixed mechanisms' start; False gives the same model."""
     attn = blocked(name, BLOCKS["s16-g3"])
-    assert attn.settings.shared_normaliser is None and not attn.settings.shares_normaliser
-    assert attn.window.initial_mechanism_weight == hf_effattn.get_attention_class("dba").block_mechanism_weight
+    assert attn.local.shared_normaliser is None and not attn.shares_normaliser
+    assert attn.window.initial_mechanism_weight == GATE_STARTS["mixed", "blocks"] == 0.01
     gated = blocked(name, {**BLOCKS["s16-g3"], "shared_normaliser": False})
     gated.load_state_dict(attn.state_dict())
     x, mask = random_batch(LENGTHS, SIDES, LENGTH)
@@ -186,28 +187,30 @@ def test_memory_grows_linearly_and_never_quadratically(name):
     ({"local_block": 4, "global_tokens": 5}, "global_tokens=5: it must be at most local_block=4"),
     ({"local_block": 8, "local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
     ({"initial_mechanism_weight": 0.1}, "initial_mechanism_weight=0.1: it must be None without a local part"),
-    ({"shared_normaliser": False}, "shared_normaliser=False: it must be True or None without a local part"),
+    ({"shared_normaliser": False}, "shared_normaliser=False: it must be None without a local part"),
     ({"local_block": 8, "initial_mechanism_weight": 1.0}, r"initial_mechanism_weight=1.0: it must be a finite number "
                                                           r"> 0 and < 1"),
 ])
 def test_block_settings_are_checked_like_every_other(settings, message):
     with pytest.raises((ValueError, TypeError), match=message):
-        hf_effattn.build_attention("kerformer", 16, 2, settings, max_length=16)
+        hf_effattn.build_attention("kerformer", 16, 2, local=settings, max_length=16)
+    with pytest.raises((ValueError, TypeError), match=message):  # as a model's config checks them
+        hf_effattn.EffAttnRobertaConfig(attention_type="kerformer", max_position_embeddings=18, **settings)
 
 
 def test_local_takes_blocks_instead_of_its_default_window():
-    assert hf_effattn.build_settings("local", {"local_block": 512}).local_window is None
-    assert hf_effattn.build_settings("local", {}).local_window == 128
-    with pytest.raises(ValueError, match="initial_mechanism_weight=0.5: it must be None for 'local'"):
-        hf_effattn.build_settings("local", {"local_block": 8, "initial_mechanism_weight": 0.5}).check(16, 2, 16)
-    with pytest.raises(ValueError, match="local_block=8: it must be None for softmax attention"):
-        hf_effattn.EffAttnRobertaConfig(attention_type="sdpa", attention_config={"local_block": 8})
+    blocks = hf_effattn.EffAttnRobertaConfig(attention_type="local", local_block=256)
+    assert (blocks.local_window, blocks.local_block) == (None, 256)
+    assert hf_effattn.EffAttnRobertaConfig(attention_type="local").local_window == 128
+    assert hf_effattn.build_attention("local", 16, 2).local.local_window == 128
+    with pytest.raises(ValueError, match="initial_mechanism_weight=0.5: it must be None for attention_type='local'"):
+        hf_effattn.build_attention("local", 16, 2, local={"local_block": 8, "initial_mechanism_weight": 0.5})
+    with pytest.raises(ValueError, match="local_block=8: it must be None for attention_type='sdpa', which is exact"):
+        hf_effattn.EffAttnRobertaConfig(attention_type="sdpa", local_block=8)
 
 
 def test_the_gate_starts_at_its_default_or_at_the_setting():
-    for name, setting, weight in (("kerformer", None, hf_effattn.get_attention_class("dba").block_mechanism_weight),
-                                  ("dba", None, hf_effattn.get_attention_class("dba").block_mechanism_weight),
-                                  ("dba", 0.2, 0.2)):
+    for name, setting, weight in (("kerformer", None, 0.01), ("dba", None, 0.01), ("dba", 0.2, 0.2)):
         model = hf_effattn.create_model(f"roberta-base/{name}", local_block=8, initial_mechanism_weight=setting,
                                         num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
                                         intermediate_size=64)

@@ -10,6 +10,8 @@ import pytest
 import torch
 
 import hf_effattn
+from hf_effattn.modeling.hybrid_attention import HybridAttention
+from hf_effattn.modeling.local_settings import GATE_STARTS
 from hf_effattn.models.hybrid_parts import (
     WindowDropout, check_mechanism_weights, check_window_dropout, mechanism_weights, only_part,
 )
@@ -63,7 +65,7 @@ def test_the_summary_over_every_key_beside_the_window_runs_in_chunks_of_tokens(n
 def test_a_kernelized_mechanism_mixed_by_its_gate_beside_the_window_equals_its_reference(name):
     """``shared_normaliser`` False: mixed per head as the mechanisms without feature maps, from their start."""
     attn = windowed(name, {**WINDOWS["w6-g1"], "shared_normaliser": False})
-    assert attn.window.initial_mechanism_weight == hf_effattn.get_attention_class("dba").window_mechanism_weight
+    assert attn.window.initial_mechanism_weight == GATE_STARTS["mixed", "window"] == 0.5
     assert_matches_reference(attn)
 
 
@@ -145,17 +147,32 @@ def test_memory_grows_linearly_and_never_quadratically(name):
     ({"local_window": -4}, "local_window=-4"),
     ({"global_tokens": 1}, "global_tokens=1: it must be 0 without a local part"),
     ({"local_window": 8.0}, "local_window=8.0"),
-    ({"local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
+    ({"local_window_every": 2}, "local_window_every=2: it must be 1 without a local part"),
+    ({"local_block": 8, "local_window_every": 2}, "local_window_every=2: it must be 1 without a local window"),
+    ({"local_window": 8, "shared_normaliser": 1}, "shared_normaliser=1"),
     ({"local_window": 8, "local_window_every": 0}, "local_window_every=0: it must be a positive integer"),
 ])
 def test_window_settings_are_checked_like_every_other(settings, message):
     with pytest.raises((ValueError, TypeError), match=message):
-        hf_effattn.build_attention("kerformer", 16, 2, settings, max_length=16)
+        hf_effattn.build_attention("kerformer", 16, 2, local=settings, max_length=16)
+    with pytest.raises((ValueError, TypeError), match=message):  # as a model's config checks them
+        hf_effattn.EffAttnRobertaConfig(attention_type="kerformer", max_position_embeddings=18, **settings)
+
+
+def test_the_local_part_given_among_the_mechanism_settings_is_the_models():
+    """Folders saved before 0.3 keep the local part inside ``attention_config``: it is moved out, as if given apart."""
+    old = hf_effattn.EffAttnRobertaConfig(attention_type="kerformer", attention_config={"local_window": 8, "eps": 1e-5})
+    assert old.attention_config == {"se_mode": "token", "se_reduction": 4, "eps": 1e-5}
+    assert old.local_part == hf_effattn.EffAttnRobertaConfig(attention_type="kerformer", local_window=8).local_part
+    with pytest.raises(ValueError, match="local_window=16 contradicts local_window=8 in attention_config: give it once"):
+        hf_effattn.EffAttnRobertaConfig(attention_type="kerformer", attention_config={"local_window": 8}, local_window=16)
+    built = hf_effattn.build_attention("kerformer", 16, 2, {"local_window": 8}, max_length=16)
+    assert built.local == old.local_part
 
 
 def test_the_window_alone_is_in_every_layer():
-    with pytest.raises(ValueError, match="local_window_every=2: it must be 1 for the window alone"):
-        hf_effattn.build_attention("local", 16, 2, {"local_window": 8, "local_window_every": 2}, max_length=16)
+    with pytest.raises(ValueError, match="local_window_every=2: it must be 1 for the local part alone"):
+        hf_effattn.build_attention("local", 16, 2, local={"local_window": 8, "local_window_every": 2}, max_length=16)
 
 
 @pytest.mark.parametrize("name", ["kerformer", "singularformer"])
@@ -166,7 +183,7 @@ def test_a_window_in_one_layer_of_k_leaves_the_others_to_the_mechanism_alone(nam
     model = hf_effattn.create_model(f"roberta-base/{name}", local_window=8, local_window_every=2, num_hidden_layers=4,
                                     hidden_size=32, num_attention_heads=2, intermediate_size=64).eval()
     layers = [layer.attention.self for layer in model.encoder.layer]
-    assert [attn.window is not None for attn in layers] == [True, False, True, False]
+    assert [isinstance(attn, HybridAttention) for attn in layers] == [True, False, True, False]
     weights = mechanism_weights(model)
     assert [w is None for w in weights] == [False, True, False, True] and len(weights[0]) == 2
     alone = hf_effattn.create_model(f"roberta-base/{name}", num_hidden_layers=4, hidden_size=32,
@@ -179,7 +196,7 @@ def test_a_window_in_one_layer_of_k_leaves_the_others_to_the_mechanism_alone(nam
                                    alone.encoder.layer[layer].attention.self(x, mask).context)
     model.save_pretrained(tmp_path)
     reloaded = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path).eval()
-    assert reloaded.config.attention_config["local_window_every"] == 2
+    assert reloaded.config.local_window_every == 2
     ids = torch.randint(5, 100, (1, 24))
     torch.testing.assert_close(reloaded(ids).last_hidden_state, model(ids).last_hidden_state)
 
@@ -187,29 +204,30 @@ def test_a_window_in_one_layer_of_k_leaves_the_others_to_the_mechanism_alone(nam
 @pytest.mark.parametrize("name", ["sdpa", "eager"])
 def test_softmax_takes_no_window(name):
     with pytest.raises(ValueError, match="use attention_type='local'"):
-        hf_effattn.EffAttnRobertaConfig(attention_type=name, attention_config={"local_window": 8})
-    assert not hf_effattn.describe_attention(name)["takes_local_window"]
+        hf_effattn.EffAttnRobertaConfig(attention_type=name, local_window=8)
+    assert hf_effattn.describe_attention(name)["local_part_role"] is None
 
 
 def test_every_other_mechanism_takes_the_window_and_describes_it():
     for name in hf_effattn.list_attentions():
-        description = hf_effattn.describe_attention(name)
-        assert description["defaults"]["global_tokens"] == 0
-        assert description["takes_local_window"] == (name not in ("sdpa", "eager"))
-    assert hf_effattn.describe_attention("local")["defaults"]["local_window"] == 128
+        role = hf_effattn.describe_attention(name)["local_part_role"]
+        assert (role is None) == (name in ("sdpa", "eager"))
+        config = hf_effattn.EffAttnRobertaConfig(attention_type=name, local_window=None if role in (None, "alone") else 8)
+        assert config.local_window == (128 if name == "local" else None if role is None else 8)
 
 
 def test_presets_and_from_pretrained_take_the_window_settings(tmp_path):
     model = hf_effattn.create_model("roberta-base/kerformer", local_window=128, global_tokens=1,
                                     num_hidden_layers=1)
-    assert model.config.attention_config["local_window"] == 128 and model.config.attention_config["global_tokens"] == 1
+    assert model.config.local_window == 128 and model.config.global_tokens == 1
     model.save_pretrained(tmp_path)
     reloaded = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path)
-    assert reloaded.config.attention_config == model.config.attention_config
+    assert reloaded.config.local_part == model.config.local_part
     torch.testing.assert_close(reloaded.encoder.layer[0].attention.self.window.mechanism_logit,
                                model.encoder.layer[0].attention.self.window.mechanism_logit)
     wider = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, local_window=256, convert_attention=True)
-    assert wider.config.attention_config == {**model.config.attention_config, "local_window": 256}
+    assert wider.config.local_window == 256 and wider.config.global_tokens == 1
+    assert wider.config.attention_config == model.config.attention_config
 
 
 def test_a_new_window_starts_at_its_documented_weight(tmp_path):

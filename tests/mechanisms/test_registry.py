@@ -9,7 +9,7 @@ import torch
 
 import hf_effattn
 from hf_effattn.modeling import attention_registry
-from helpers.mechanisms import MECHANISMS, NO_LOCAL_PART
+from helpers.mechanisms import MECHANISMS
 
 CAPABILITIES = ("supports_padding_mask", "carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
 
@@ -45,7 +45,7 @@ def test_register_attention_adds_a_buildable_mechanism(tiny_mechanism):
     assert isinstance(attn, tiny_mechanism) and attn.name == "tiny_test"
     x = torch.randn(1, 5, 8)
     torch.testing.assert_close(attn(x).context, 3.0 * attn.value(x))
-    assert hf_effattn.describe_attention("tiny_test")["defaults"] == {**NO_LOCAL_PART, "scale": 2.0}
+    assert hf_effattn.describe_attention("tiny_test")["defaults"] == {"scale": 2.0}
 
 
 def test_registering_a_taken_name_raises(tiny_mechanism):
@@ -132,20 +132,20 @@ def test_capability_flags():
 
 
 def test_describe_attention_paper_defaults():
-    assert hf_effattn.describe_attention("dba")["defaults"] == {**NO_LOCAL_PART, "compressed_length": 16,
-                                                                "compressed_dim": 24}
+    assert hf_effattn.describe_attention("dba")["defaults"] == {"compressed_length": 16, "compressed_dim": 24}
     singular = hf_effattn.describe_attention("singularformer")["defaults"]
     assert singular["gamma_orthogonal"] == singular["gamma_diagonal"] == 0.01 and singular["rank"] is None
     assert hf_effattn.describe_attention("kerformer")["defaults"]["se_mode"] == "token"
     assert hf_effattn.describe_attention("nystromformer")["defaults"] == {
-        **NO_LOCAL_PART, "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
+        "num_landmarks": 64, "pinv_iterations": 6, "conv_kernel_size": 33
     }
-    assert hf_effattn.describe_attention("linformer")["defaults"] == {**NO_LOCAL_PART, "projected_length": 256,
-                                                                      "share_kv": True}
+    assert hf_effattn.describe_attention("linformer")["defaults"] == {"projected_length": 256, "share_kv": True}
     assert hf_effattn.describe_attention("performer")["defaults"] == {
-        **NO_LOCAL_PART, "shared_normaliser": None, "num_features": 256, "redraw_interval": None, "feature_seed": 0
+        "num_features": 256, "redraw_interval": None, "feature_seed": 0
     }
-    for kernelized in ("linear", "cosformer"):  # beside a local part, its terms under the exact part's normaliser
-        assert hf_effattn.describe_attention(kernelized)["defaults"] == {**NO_LOCAL_PART, "shared_normaliser": None,
-                                                                         "eps": 1e-6}
-    assert hf_effattn.describe_attention("local")["defaults"] == {**NO_LOCAL_PART, "local_window": 128}
+    for kernelized in ("linear", "cosformer"):  # beside a local part, its terms may share the part's normaliser
+        described = hf_effattn.describe_attention(kernelized)
+        assert described["defaults"] == {"eps": 1e-6} and described["local_part_role"] == "kernel"
+    described = hf_effattn.describe_attention("local")  # its window or blocks are the model's
+    assert described["defaults"] == {} and described["local_part_role"] == "alone"
+    assert hf_effattn.describe_attention("sdpa")["local_part_role"] is None

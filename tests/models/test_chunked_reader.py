@@ -66,7 +66,7 @@ def test_blocks_that_do_not_restart_the_copied_positions_are_refused(tmp_path):
         hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type="kerformer", local_block=9,
                                                        max_length=LONG)
     unextended = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path, attention_type="kerformer", local_block=9)
-    assert unextended.config.attention_config["local_block"] == 9  # no copied positions: any block fits
+    assert unextended.config.local_block == 9  # no copied positions: any block fits
 
 
 def test_a_converted_block_hybrid_reloads_as_it_was_and_keeps_its_period(tmp_path):
@@ -134,7 +134,7 @@ def test_a_block_model_trained_at_a_multiple_of_its_blocks_extends_again_with_th
         positions.add_(0.1 * torch.randn(positions.shape, generator=torch.Generator().manual_seed(0)))
     trained.save_pretrained(tmp_path / "trained")
     longer = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "trained", max_length=LONG).eval()
-    assert longer.config.attention_config["local_block"] == CHUNK
+    assert longer.config.local_block == CHUNK
     input_ids = torch.randint(3, 40, (1, LONG), generator=torch.Generator().manual_seed(1))
     halves = [trained(half).last_hidden_state for half in input_ids.split(2 * CHUNK, dim=1)]
     torch.testing.assert_close(longer(input_ids).last_hidden_state, torch.cat(halves, dim=1), rtol=1e-5, atol=1e-5)
@@ -171,6 +171,6 @@ def test_a_memory_added_to_a_trained_chunked_reader_starts_as_that_reader(tmp_pa
     with caplog.at_level(logging.WARNING, logger="hf_effattn"):
         alone = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "chunks", attention_type="kerformer",
                                                                convert_attention=True)
-    assert alone.config.attention_config["local_block"] is None
+    assert alone.config.local_block is None
     assert any(f"Its local part (local_block={CHUNK}) is not kept: pass local_block={CHUNK} (--local_block {CHUNK} "
                "on the command line)" in record.getMessage() for record in caplog.records)

@@ -10,10 +10,10 @@ from helpers.models import MECHANISMS, text_config, text_inputs
 
 import hf_effattn
 from hf_effattn.models.hybrid_parts import mechanism_weights
-from hf_effattn.modeling.attention_base import EfficientAttention
+from hf_effattn.modeling.local_settings import GATE_STARTS
 
-WITH_BLOCKS = [name for name in MECHANISMS
-               if name != "local" and hf_effattn.get_attention_class(name).takes_local_window]  # a memory beside
+WITH_BLOCKS = [name for name in MECHANISMS  # a memory beside the blocks
+               if hf_effattn.describe_attention(name)["local_part_role"] in ("mixed", "kernel")]
 
 
 @pytest.mark.parametrize("mechanism", WITH_BLOCKS)
@@ -24,7 +24,7 @@ def test_every_mechanism_starts_its_gates_at_one_hundredth_beside_blocks(mechani
 
 def test_a_folder_saved_with_the_former_start_loads_with_its_own_gates(tmp_path, monkeypatch):
     with monkeypatch.context() as former:
-        former.setattr(EfficientAttention, "block_mechanism_weight", 0.1)
+        former.setitem(GATE_STARTS, ("mixed", "blocks"), 0.1)
         torch.manual_seed(0)
         saved = hf_effattn.EffAttnRobertaModel(text_config("dba+blocks")).eval()
     assert mechanism_weights(saved) == [pytest.approx([0.1] * 2)] * 2

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 
 import hf_effattn
-from helpers.mechanisms import NO_LOCAL_PART
 from hf_effattn.models.presets import ARCHITECTURES, create_config
 
 TINY = dict(num_hidden_layers=1, hidden_size=24, num_attention_heads=2, intermediate_size=32)
@@ -34,7 +33,7 @@ def test_papers_settings():
     listops = create_config("lra-listops/dba")
     assert (listops.num_hidden_layers, listops.num_attention_heads, listops.hidden_size, listops.intermediate_size) \
         == (6, 8, 512, 2048)
-    assert listops.attention_config == {**NO_LOCAL_PART, "compressed_length": 16, "compressed_dim": 24}
+    assert listops.attention_config == {"compressed_length": 16, "compressed_dim": 24} and listops.local_part is None
     assert listops.attention_max_length == 2001  # 2000 symbols and [CLS]
     vit = create_config("vit-base-patch16-224/kerformer")
     assert vit.attention_max_length == 197 and vit.attention_config["se_mode"] == "token"
@@ -43,8 +42,8 @@ def test_papers_settings():
     assert create_config("roberta-base/linformer").attention_config["projected_length"] == 256  # Linformer's n = 512
     assert create_config("vit-base-patch16-224/linformer").attention_config["projected_length"] == 64  # < 197 tokens
     assert create_config("vit-tiny-patch4-32/linformer").attention_config["projected_length"] == 16  # < 65 tokens
-    assert create_config("vit-tiny-patch4-32/local").attention_config["local_window"] == 16  # 128 > 65 tokens
-    assert create_config("roberta-base/local").attention_config["local_window"] == 128  # ModernBERT's
+    assert create_config("vit-tiny-patch4-32/local").local_window == 16  # 128 > 65 tokens
+    assert create_config("roberta-base/local").local_window == 128  # ModernBERT's
 
 
 @pytest.mark.parametrize("name, kwargs, expected", [
@@ -65,7 +64,7 @@ def test_overrides_merge_attention_settings():
     sizes = {**TINY, "num_attention_heads": 4}
     model = hf_effattn.create_model("roberta-large/dba", num_labels=3, attention_config={"compressed_length": 8},
                                     **sizes)
-    assert model.config.attention_config == {**NO_LOCAL_PART, "compressed_length": 8, "compressed_dim": 32}
+    assert model.config.attention_config == {"compressed_length": 8, "compressed_dim": 32}
     assert model.config.num_labels == 3 and model.config.hidden_size == 24
 
 

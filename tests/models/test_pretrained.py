@@ -14,7 +14,6 @@ import transformers
 from safetensors import safe_open
 
 import hf_effattn
-from helpers.mechanisms import NO_LOCAL_PART
 from helpers.models import pixel_values, save_source, text_config, text_inputs
 
 TEXT_PAIRS = [
@@ -191,8 +190,7 @@ def test_auto_class_converts_an_own_checkpoint_explicitly(tmp_path):
                                    saved.encoder.layer[1].attention.self.get_submodule(name).weight)
     channel = transformers.AutoModel.from_pretrained(tmp_path, attention_config={"se_mode": "none"},
                                                      convert_attention=True)
-    assert channel.config.attention_config == {**NO_LOCAL_PART, "shared_normaliser": None, "se_mode": "none",
-                                               "se_reduction": 4, "eps": 1e-6}
+    assert channel.config.attention_config == {"se_mode": "none", "se_reduction": 4, "eps": 1e-6}
 
 
 def test_settings_that_change_weight_shapes_need_ignore_mismatched_sizes(tmp_path, caplog):

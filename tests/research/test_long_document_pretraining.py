@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from hf_effattn import get_attention_class
+from hf_effattn.modeling.local_settings import GATE_STARTS
 
 import pretrain
 from rows import ROWS
@@ -298,7 +298,7 @@ def test_a_gated_row_is_its_row_with_the_setting_and_is_paired_with_it_on_the_sa
     for (kind, result), values in results.items():
         (tmp_path / kind).mkdir(exist_ok=True)
         (tmp_path / kind / f"{result}.json").write_text(json.dumps(values))
-    start = get_attention_class("dba").block_mechanism_weight  # a gated memory's default: the row sets none
+    start = GATE_STARTS["mixed", "blocks"]  # a gated memory's default: the row sets none
     assert block_tables.kernel_memory_text() == (
         f"- `{name}`, the memory normalised on its own and mixed per head by a gate from {start:g}: 6.3000 nats "
         f"before any "

@@ -1,0 +1,168 @@
+"""An exact local part beside a mechanism, composed into one attention module by the encoder layer.
+
+The model declares its local part once (``local_settings.py``: a window or aligned blocks, global tokens, the gate's
+start); a mechanism computes its own attention and knows nothing of it. Where a layer has the part,
+``build_attention`` builds one class of the three (``attention_registry.hybrid_class``: ``<Mechanism>With<Part>``,
+the composition first, then the mechanism), so that the parameters keep their names (``query``, ``key``, ``value``,
+the mechanism's own, and the part's gate ``window.mechanism_logit``) and checkpoints load as they are. The parts
+register by kind (``register_local_part``): the sliding window (``local_window.py``) and the aligned blocks
+(``local_blocks.py``); the compositions by how they join (``register_composition``):
+
+* ``"mixed"``, :class:`HybridAttention`: per head, ``sigma = sigmoid(mechanism_logit)``, the global tokens' rows the
+  part's alone (exact)::
+
+      out = (1 - sigma) local(x) + sigma mechanism(x)
+
+* ``"shared"``, for a kernelized mechanism with the model's ``shared_normaliser`` in force (by default beside a
+  window): the part's exact softmax terms and the mechanism's under one normaliser (``shared_normaliser.py``).
+
+With the ``local`` attention (``local_attention.py``) the part is the whole attention, with no gate.
+
+Training code may run one part alone (``parts``: window dropout, ablations; ``hf_effattn.models.hybrid_parts``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar, NamedTuple
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers import initialization as init
+
+from .attention_base import AttentionOutput, EfficientAttention
+from .attention_registry import register_composition
+from .attention_settings import AttentionSettings
+from .local_settings import LocalPartSettings
+from .masking import RankOrder, at_least_float32, masked_softmax
+
+class LocalOutput(NamedTuple):
+    """``context [B, h, N, d]`` (token positions), ``global_rows [B or 1, N]`` (True at the global tokens, whose
+    rows are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
+
+    context: torch.Tensor
+    global_rows: torch.Tensor
+    attentions: torch.Tensor | None = None
+
+
+class LocalPart(nn.Module):
+    """What the exact local parts share, the sliding window (``local_window.py``) and the aligned blocks
+    (``local_blocks.py``): the global tokens' exact rows and, beside a mechanism, the per-head gate on the mechanism's
+    part. ``mechanism_weight``: the gate's initial value ``sigma(mechanism_logit)``, or None without a mechanism
+    (``local``).
+
+    A part computes ``attend`` (itself alone: :class:`LocalOutput`) and ``exact_ranks`` (for the ``[B, h, N, N]``
+    matrices of ``output_attentions`` only); its ``kind`` is the one it is registered under."""
+
+    kind: ClassVar[str]
+
+    def __init__(self, num_heads: int, global_tokens: int = 0, mechanism_weight: float | None = None):
+        super().__init__()
+        self.global_tokens = global_tokens
+        self.initial_mechanism_weight = mechanism_weight
+        if mechanism_weight is not None:
+            self.mechanism_logit = nn.Parameter(torch.empty(num_heads))
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        if self.initial_mechanism_weight is not None:
+            weight = self.initial_mechanism_weight
+            init.constant_(self.mechanism_logit, math.log(weight / (1 - weight)))
+
+    def mechanism_weight(self) -> torch.Tensor:
+        """``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism's part (the gate)."""
+        return torch.sigmoid(self.mechanism_logit)
+
+    def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
+        """``[B, N]`` (``[1, N]`` without padding) bool: the global tokens (rank below g), at their positions."""
+        return order.ranks_at_positions(length, device) < self.global_tokens
+
+    def with_global_rows(self, context, query, key, value, lengths: torch.Tensor, padded: int, dropout: nn.Module):
+        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows replaced by their exact rows: softmax
+        over every real key (``lengths [B]`` real tokens), from rank-ordered ``query``, ``key``, ``value``, the keys
+        zero-padded to the part's ``padded`` length (the same shapes for a sequence alone and in a padded batch)."""
+        if not self.global_tokens:
+            return context
+        queries, keys, values = (F.pad(x, (0, 0, 0, padded - x.shape[2])) for x in (query, key, value))
+        real = torch.arange(padded, device=key.device) < lengths[:, None]  # [B, padded]
+        scores = queries[:, :, :self.global_tokens] @ keys.transpose(-1, -2) * query.shape[-1] ** -0.5
+        probabilities = masked_softmax(at_least_float32(scores), real[:, None, None, :], dim=-1)
+        rows = (dropout(probabilities).to(value.dtype) @ values)[:, :, :query.shape[2]]  # [B, h, g or fewer, d]
+        return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
+
+    def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
+        """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part, real keys
+        only (for ``output_attentions`` only: it is N x N)."""
+        ranks = order.ranks_at_positions(length, device)
+        exact = self.exact_ranks(ranks[:, :, None], ranks[:, None, :])
+        exact = exact | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
+        if order.padding_mask is not None:
+            exact = exact & order.padding_mask[:, None, :]
+        return exact[:, None]
+
+    def exact_ranks(self, query_ranks: torch.Tensor, key_ranks: torch.Tensor) -> torch.Tensor:
+        """Whether a query of rank ``query_ranks`` attends exactly to a key of rank ``key_ranks`` (broadcast), global
+        tokens aside."""
+        raise NotImplementedError
+
+    def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
+        """The part's ``[B, h, N, N]`` probabilities, from ``query``, ``key`` ``[B, h, N, d]`` in token positions."""
+        scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
+        allowed = self.dense_allowed(order, query.shape[2], query.device)
+        return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
+
+@register_composition("mixed")
+class HybridAttention(EfficientAttention):
+    """A mechanism beside an exact local part, mixed per head (the module docstring): ``self.window`` is the part,
+    with the gate. Built by ``build_attention`` as ``hybrid_class``'s class, with the model's ``local`` part."""
+
+    local_part_class: ClassVar[type[LocalPart]]
+    uses_query_key = True  # the part attends with the query and key projections
+    shares_normaliser: ClassVar[bool] = False
+
+    def __init__(self, hidden_size: int, num_heads: int, settings: AttentionSettings, *, local: LocalPartSettings,
+                 **kwargs):
+        super().__init__(hidden_size, num_heads, settings, **kwargs)
+        role = self.settings_class.local_part_role
+        self.local = local
+        self.window = self.local_part_class(num_heads, local.size, local.global_tokens,
+                                            mechanism_weight=local.gate_start(role))
+        self.parts = "both"  # or "window" / "mechanism" alone (see :meth:`exact_forward`)
+
+    def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        """``self.parts`` chooses what runs: ``"both"`` (the default), ``"window"`` (the mechanism's part switched
+        off) or ``"mechanism"`` (the local part switched off: the mechanism alone, as without one); training code
+        sets it (window dropout, ablations), it is not saved."""
+        if self.window.initial_mechanism_weight is None or self.parts == "mechanism":
+            return self.attend(hidden_states, padding_mask, state, output_attentions)
+        return self.attend_mixed(hidden_states, padding_mask, state, output_attentions)
+
+    def attend_mixed(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        """The part and the mechanism mixed per head: ``(1 - sigma) local + sigma mechanism``, sigma =
+        ``sigmoid(window.mechanism_logit)`` ``[h]``; the global tokens' rows are the part's alone (exact)."""
+        projections = self.project(hidden_states)
+        local = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
+        if self.parts == "window":  # the mechanism's output unused; the state it carries still reaches the layers
+            # that run it alone (those that local_window_every leaves without a window)
+            state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
+                if self.carries_state and self.local.local_window_every > 1 else None
+            return AttentionOutput(self.merge_heads(local.context), state, attentions=local.attentions)
+        mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
+        weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
+        context = self.mixed(local.context, self.split_heads(mechanism.context), weight, local.global_rows)
+        attentions = None
+        if output_attentions:
+            attentions = self.mixed(local.attentions, mechanism.attentions, weight, local.global_rows)
+        return AttentionOutput(self.merge_heads(context), mechanism.state, mechanism.aux_loss, attentions)
+
+    def mixed(self, local: torch.Tensor, mechanism: torch.Tensor, weight: torch.Tensor,
+              global_rows: torch.Tensor) -> torch.Tensor:
+        """``(1 - weight) local + weight mechanism`` (one fused ``torch.lerp``, in the widest of the three dtypes) for
+        ``[B, h, N, *]`` tensors and ``weight [h, 1, 1]``, but the local part's own rows at the global tokens
+        (``global_rows [B or 1, N]``)."""
+        dtype = torch.promote_types(torch.promote_types(local.dtype, mechanism.dtype), weight.dtype)
+        mixed = torch.lerp(local.to(dtype), mechanism.to(dtype), weight.to(dtype))
+        if not self.window.global_tokens:
+            return mixed
+        return torch.where(global_rows[:, None, :, None], local, mixed)

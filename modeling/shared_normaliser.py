@@ -1,0 +1,208 @@
+"""A kernelized mechanism beside an exact local part, under one normaliser (LoLCATs: Zhang et al. 2024, Sec. 3.1).
+
+The composition of ``hybrid_attention.py`` mixes the two parts' outputs per head; this one, for the kernelized
+mechanisms (``kernel_attention.py``) where the model's ``shared_normaliser`` is in force (by default beside a window),
+puts the part's exact softmax terms and the mechanism's terms under one normaliser, weighted per head by ``sigma =
+sigmoid(mechanism_logit)``. Beside a window, with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys::
+
+    out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
+            / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
+
+beside aligned blocks, the block's softmax ``p_ij`` enters with its own normaliser (its weights sum to 1)::
+
+    out_i = ((1 - sigma) sum_{j exact} p_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
+            / ((1 - sigma)                    + sigma sum_{j outside} phi(q_i).varphi(k_j))
+
+"Outside" is every key but the exact ones (the global keys included), or every key when the mechanism's
+``mechanism_outside_window`` is False. The mechanism gives its terms through one small interface:
+``kernel_features``, ``key_dropout``, ``over_every_key``, ``mechanism_outside_window`` and ``dropout``. Beside a
+window the terms outside are all of the mechanism's minus those at the exact keys, which the window's blocks give;
+beside blocks, the memory of a block is the mechanism's summary over every key less its own block's: O(N F d) for
+all blocks, with no product inside a block.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from .attention_base import AttentionOutput
+from .attention_registry import register_composition
+from .hybrid_attention import HybridAttention
+from .local_blocks import AlignedBlocks, block_softmax
+from .masking import RankOrder, at_least_float32
+
+
+@register_composition("shared")
+class SharedNormaliserAttention(HybridAttention):
+    """A kernelized mechanism beside its local part under one normaliser (the module docstring); one part alone, or
+    the part alone for a layer without a gate, as the mixed composition runs it."""
+
+    shares_normaliser = True
+
+    def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
+        if self.parts == "both" and self.window.initial_mechanism_weight is not None:
+            return self.attend_under_one_normaliser(hidden_states, padding_mask, output_attentions)
+        return super().exact_forward(hidden_states, padding_mask, state, output_attentions)
+
+    def attend_under_one_normaliser(self, hidden_states, padding_mask=None,
+                                    output_attentions=False) -> AttentionOutput:
+        """The part and the mechanism under one normaliser (the module docstring); the global tokens' rows are exact
+        over every token."""
+        query, key, value = self.project(hidden_states)
+        query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))
+        weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
+        with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
+            context = BESIDE_KERNEL[self.local.kind](self.window, query, key, value, query_features, key_features,
+                                                     padding_mask, weight, self)
+        attentions = None
+        if output_attentions:
+            order = RankOrder(padding_mask, query.shape[0], query.shape[2], query.device)
+            attentions = dense_shared_attention(self.window, query, key, query_features, key_features, order, weight,
+                                                self.mechanism_outside_window)
+        return AttentionOutput(self.merge_heads(context), attentions=attentions)
+
+
+def window_beside_kernel(window, query, key, value, query_features, key_features, padding_mask, weight,
+                         mechanism) -> torch.Tensor:
+    """The ``window`` (a ``LocalWindow``) and a kernelized ``mechanism`` under one normaliser (LoLCATs), ``weight =
+    sigma`` ``[h, 1, 1]``::
+
+        out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
+                / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
+
+    with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
+    outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
+    g) F); with ``mechanism_outside_window`` False the mechanism's terms cover every key. Inputs ``[B, h, N,
+    *]`` in token positions (key features zero at pads, in the dtype the sums run in: at least float32);
+    ``mechanism``: the kernelized mechanism, whose ``over_every_key`` gives its terms over every key,
+    ``key_dropout`` the key columns its dropout keeps and ``dropout`` the window's. Returns the context ``[B, h,
+    N, d]`` in token positions, in the values' dtype; the global tokens' rows are exact."""
+    batch, _, length, _ = query.shape
+    order = RankOrder(padding_mask, batch, length, query.device)
+    blocks = window.blocks(order, length, query.device)
+    query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
+    key_features = order.zero_past_end(order.to_ranks(key_features))
+    keep = mechanism.key_dropout(key_features)
+    exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
+    block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
+    terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
+    if mechanism.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
+        terms = terms - block_weight * blocks.products(query_features, key_features)
+    terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
+    dropped, values = key_features if keep is None else key_features * keep, at_least_float32(value)
+    everywhere, everywhere_sums = mechanism.over_every_key(query_features, dropped, key_features, values)
+    kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
+    numerator = blocks.weighted(kept, values) + weight * everywhere
+    denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
+    context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
+    context = window.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
+                                       mechanism.dropout)
+    return order.to_positions(context)
+
+
+def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere (exactly: the others are filled with the
+    dtype's lowest value), in at least float32: ``scores [..., K]``. A row with no allowed entry (a pad's) is
+    meaningless but finite. The max cancels in the window's own softmax, but not beside a kernelized mechanism's
+    terms (one normaliser), where it sets the two parts' relative scale: so its gradient is kept."""
+    scores = at_least_float32(scores)
+    scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
+    return torch.exp(scores - scores.amax(-1, keepdim=True))
+
+
+def summaries(dropped: torch.Tensor, kept: torch.Tensor, value: torch.Tensor):
+    """A kernelized mechanism's summary of each of G groups of keys: ``sum_s m_s varphi(k_s)^T v_s`` ``[G, F, d]``
+    (with ``dropped = m varphi(K)``, key dropout applied) and ``sum_s varphi(k_s)`` ``[G, F]`` (``kept``, the
+    normaliser's), from ``[G, S, F]``, ``[G, S, F]`` and ``value [G, S, d]``."""
+    return torch.bmm(dropped.transpose(1, 2), value), kept.sum(1)
+
+
+def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, outside: bool):
+    """A kernelized mechanism's terms for every query summed over the keys outside its block (and not global), or
+    over every key when ``outside`` is False: rank-ordered ``query_features [B, h, N, F]``, key features ``dropped``
+    and ``kept`` ``[B, h, N, F]`` (see :func:`summaries`; zero past the real tokens) and ``value [B, h, N, d]`` ->
+    the numerators ``[B, h, N, d]`` and the normalisers ``[B, h, N, 1]``, in at least float32 (sums over N).
+
+    Each block's summary is one product over its S keys (``[B h n]`` of them in one ``torch.bmm``); the summary over
+    every key is their sum over the blocks, and the memory of a block is that sum less its own summary. (One product
+    over all N keys would give the same sum, but as a matrix product with a long inner dimension and few outputs,
+    which a GPU runs on a handful of its multiprocessors.)"""
+    batch, heads = value.shape[:2]
+    query_features, dropped, kept, value = (at_least_float32(x) for x in (query_features, dropped, kept, value))
+    keys = blocks.batched(dropped)  # [B h n, S, F]
+    kept_keys, values = keys if kept is dropped else blocks.batched(kept), blocks.batched(value)
+    products, sums = (x.unflatten(0, (batch, heads, blocks.count)) for x in summaries(keys, kept_keys, values))
+    memory, memory_sums = products.sum(2, keepdim=True), sums.sum(2, keepdim=True)  # every key's, [B, h, 1, F, *]
+    if outside:
+        memory, memory_sums = memory - products, memory_sums - sums
+        if blocks.global_tokens:  # exact for every block: block 0 holds them already (global_tokens <= local_block)
+            # block 0's keys, the others masked out: a product over the g tokens alone, of inner size 1 for g = 1,
+            # has torch.export fix the batch size it was traced with
+            is_global = (torch.arange(blocks.size, device=value.device) < blocks.global_tokens)[:, None]
+            first = [x.unflatten(0, (-1, blocks.count))[:, 0] for x in (keys, kept_keys, values)]  # [B h, S, *]
+            global_products, global_sums = (x.unflatten(0, (batch, heads))[:, :, None] for x in summaries(
+                first[0] * is_global, first[1] * is_global, first[2]))
+            later = (torch.arange(blocks.count, device=value.device) > 0).to(value.dtype)[:, None]  # [n, 1]
+            memory = memory - later[..., None] * global_products
+            memory_sums = memory_sums - later * global_sums
+    memory, memory_sums = (x.expand(-1, -1, blocks.count, *x.shape[3:]).flatten(0, 2)
+                           for x in (memory, memory_sums))  # [B h n, F, *]
+    queries = blocks.batched(query_features)  # [B h n, S, F]
+    numerator = torch.bmm(queries, memory)
+    normaliser = torch.bmm(queries, memory_sums.unsqueeze(-1))
+    return blocks.tokens(numerator, heads), blocks.tokens(normaliser, heads)
+
+
+def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_features, padding_mask, weight,
+                         mechanism) -> torch.Tensor:
+    """The aligned blocks (``blocks_part``, a ``LocalBlocks``) and a kernelized ``mechanism`` under one normaliser,
+    ``weight = sigma`` ``[h, 1, 1]`` (the module docstring's second equation). Inputs ``[B, h, N, *]`` in token positions (key features zero at pads);
+    ``mechanism``: the kernelized mechanism, whose ``key_dropout`` gives the key columns its dropout keeps,
+    ``dropout`` the blocks' and ``mechanism_outside_window`` the keys of its memory. Returns the context ``[B, h,
+    N, d]`` in token positions; the global tokens' rows are exact."""
+    batch, _, length, _ = query.shape
+    order = RankOrder(padding_mask, batch, length, query.device)
+    query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
+    key_features = order.zero_past_end(order.to_ranks(key_features))
+    keep, dropout = mechanism.key_dropout(key_features), mechanism.dropout
+    dropped = key_features if keep is None else key_features * keep
+    blocks = blocks_part.blocks(order, length, query.device)
+    numerator, normaliser = memory_terms(query_features, dropped, key_features, value, blocks,
+                                         mechanism.mechanism_outside_window)
+    exact = block_softmax(query, key, value, blocks, dropout.p if dropout.training else 0.0)
+    weight = weight.to(numerator.dtype)
+    # ((1 - sigma) exact + sigma numerator) / ((1 - sigma) + sigma normaliser), in two fused operations
+    context = torch.lerp(exact.to(numerator.dtype), numerator, weight) / torch.addcmul(1 - weight, weight,
+                                                                                        normaliser)
+    context = blocks_part.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
+                                           dropout)
+    return order.to_positions(context)
+
+
+def block_probabilities(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """The softmax probabilities over the exact keys: a block row adds 1 to the shared normaliser."""
+    return torch.softmax(at_least_float32(scores).masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
+
+
+def dense_shared_attention(part, query, key, query_features, key_features, order: RankOrder, weight,
+                           outside: bool) -> torch.Tensor:
+    """The ``[B, h, N, N]`` matrix that the local ``part`` and the mechanism apply under one normaliser (for
+    ``output_attentions`` only), from the projections and features ``[B, h, N, *]`` in token positions (key features
+    zero at pads)."""
+    allowed = part.dense_allowed(order, query.shape[2], query.device)
+    exact = EXACT_TERMS[type(part).kind](query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
+    global_rows = part.global_rows(order, query.shape[2], query.device)[:, None, :, None]  # exact over every key
+    mechanism = ~allowed if outside else ~global_rows
+    terms = (1 - weight) * exact + weight * (query_features @ key_features.transpose(-1, -2)) * mechanism
+    return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)
+
+def dense_exact_terms(self, scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """What each exact key adds to the shared normaliser, from ``scores [..., N]`` and ``allowed``."""
+    raise NotImplementedError
+
+
+# The equation and the exact terms of each kind of local part (``LocalPartSettings.kind``).
+BESIDE_KERNEL = {"window": window_beside_kernel, "blocks": blocks_beside_kernel}
+EXACT_TERMS = {"window": exact_weights, "blocks": block_probabilities}

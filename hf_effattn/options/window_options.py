@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 
 from .argument_types import non_negative_int, open_interval, positive_int
-from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
 
 CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
 
@@ -24,6 +23,8 @@ def with_window_settings(attention_config: dict | None, options: argparse.Namesp
     given); ``--local_block`` without S becomes the checkpoint's own length (:func:`checkpoint_block`, of
     ``options.checkpoint`` or ``options.model_name_or_path``); a setting given in both places with two values
     raises (:func:`~hf_effattn.modeling.configuration_effattn.merge_window_settings`)."""
+    from ..modeling.configuration_effattn import WINDOW_SETTINGS, merge_window_settings
+
     window = {name: getattr(options, name) for name in WINDOW_SETTINGS}
     if window["local_block"] == CHECKPOINT_BLOCK:
         window["local_block"] = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)

@@ -3,7 +3,8 @@
 thread, several rounds (the median), and the ratio and difference to ``python -c "import torch, transformers"``.
 
 The targets: ``import hf_effattn`` after ``import torch, transformers`` at most 0.5 s more than they take alone; the
-``hf-effattn`` command's ``--help``, ``--version`` and an argument error under 1 s (they import neither).
+``hf-effattn`` command's ``--help``, ``--version`` and an argument error, a subcommand's too, under 1 s (they import
+neither).
 
     python benchmarks/startup.py              # 5 rounds
     python benchmarks/startup.py --rounds 9
@@ -29,6 +30,7 @@ CASES = {  # what is timed -> the arguments of a fresh ``python``
     "hf-effattn --version": ["-c", COMMAND, "--version"],
     "hf-effattn --help": ["-c", COMMAND, "--help"],
     "hf-effattn frobnicate (an argument error)": ["-c", COMMAND, "frobnicate"],
+    "hf-effattn convert --bad (a subcommand's argument error)": ["-c", COMMAND, "convert", "--bad"],
 }
 ONE_THREAD = {name: "1" for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS",
                                      "TOKENIZERS_PARALLELISM")}

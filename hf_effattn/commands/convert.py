@@ -10,18 +10,14 @@ import json
 from pathlib import Path
 
 from ..options.argument_types import hub_id, learning_rate, positive_int, share
-from ..conversion.convert import convert
-from ..conversion.transfer import MODEL_LENGTH, TRAINABLE
-from ..models.hybrid_parts import MECHANISM_WEIGHT_LEARNING_RATE
-from ..models.model_classes import all_tasks
-from ..modeling.attentions import list_attentions
+from ..options.parser_values import ATTENTIONS, MECHANISM_WEIGHT_LEARNING_RATE, MODEL_LENGTH, TASKS, TRAINABLE
 from ..options.user_errors import refuse_options_without
 from ..options.window_options import add_window_arguments, local_part_options
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("checkpoint", help="a local folder or Hub id of a RoBERTa, BERT, ViT or hf_effattn checkpoint")
-    parser.add_argument("--attention_type", default=None, choices=list_attentions(),
+    parser.add_argument("--attention_type", default=None, choices=ATTENTIONS,
                         help="the mechanism (default: the checkpoint's own, sdpa for a RoBERTa, BERT or ViT checkpoint)")
     parser.add_argument("--attention_config", type=json.loads, default=None, metavar="JSON",
                         help='the mechanism\'s settings, e.g. \'{"se_mode": "channel"}\' (default: paper defaults)')
@@ -29,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="a new or empty folder (never the checkpoint's own); written whole, then moved into place")
     parser.add_argument("--overwrite_output_dir", action="store_true",
                         help="replace a --output_dir that is not empty, whole (its files are not kept)")
-    parser.add_argument("--task", choices=all_tasks(), default=None,
+    parser.add_argument("--task", choices=TASKS, default=None,
                         help="the head (default: the checkpoint's own, else the bare encoder)")
     parser.add_argument("--num_labels", type=positive_int, default=None,
                         help="for a new classification head (sequence, token or image classification)")
@@ -109,6 +105,8 @@ def transfer_arguments(args) -> dict | None:
 
 
 def run(args) -> int:
+    from ..conversion.convert import convert
+
     check_options(args)
     overrides = {} if args.num_labels is None else {"num_labels": args.num_labels}
     model, report = convert(args.checkpoint, args.attention_type, args.output_dir, task=args.task,

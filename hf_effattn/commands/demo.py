@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..options.parser_values import ATTENTIONS
+
 NUM_FILLERS = 100
 
 # Runs in the fresh process: hf_effattn is made unimportable, so only the folder's remote code can serve.
@@ -60,11 +62,9 @@ QUICK = DemoSize(length=32, train_examples=96, eval_examples=32, epochs=1)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from ..modeling.attentions import list_attentions
-
-    parser.add_argument("--attention", default="kerformer", choices=list_attentions(),
+    parser.add_argument("--attention", default="kerformer", choices=ATTENTIONS,
                         help="The mechanism to demonstrate (default: kerformer).")
-    parser.add_argument("--baseline", default="sdpa", choices=list_attentions(),
+    parser.add_argument("--baseline", default="sdpa", choices=ATTENTIONS,
                         help="The mechanism to compare with (default: sdpa, exact softmax attention).")
     parser.add_argument("--output_dir", default="outputs/demo", help="Where the Hub-ready folder goes.")
     parser.add_argument("--overwrite_output_dir", action="store_true",

@@ -9,7 +9,7 @@ import argparse
 from pathlib import Path
 
 from ..options.argument_types import bounded_int, non_negative_int, positive_int
-from ..evaluation.retrieval import PASSAGE_LENGTH
+from ..options.parser_values import PASSAGE_LENGTH
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -14,9 +14,6 @@ import argparse
 import difflib
 import fnmatch
 
-from ..modeling.attentions import describe_attention, list_attentions
-from ..models.presets import ARCHITECTURES, list_models
-
 FLAGS = ("carries_state", "has_aux_loss", "needs_max_length", "uses_query_key")
 
 
@@ -27,6 +24,8 @@ def matches(name: str, pattern: str) -> bool:
 
 def attention_lines(pattern: str = "*") -> list[str]:
     """One line per mechanism matching ``pattern``: name, paper, complexity, capabilities, default settings."""
+    from ..modeling.attentions import describe_attention, list_attentions
+
     lines = []
     for name in (name for name in list_attentions() if matches(name, pattern)):
         info = describe_attention(name)
@@ -37,6 +36,8 @@ def attention_lines(pattern: str = "*") -> list[str]:
 
 def model_lines(pattern: str) -> list[str]:
     """One line per preset matching ``pattern``: name and what the architecture is."""
+    from ..models.presets import ARCHITECTURES, list_models
+
     return [f"{name:40s} {ARCHITECTURES[name.split('/')[0]].description}" for name in list_models()
             if matches(name, pattern)]
 
@@ -53,6 +54,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def check_something_matches(args, sections: list[tuple[str, list[str]]]) -> None:
     """Raise ``ValueError`` when no name that ``args`` lists matches its pattern (a typo, as a rule), naming the
     closest names: the mechanisms', the architectures' and the presets'."""
+    from ..modeling.attentions import list_attentions
+    from ..models.presets import ARCHITECTURES, list_models
+
     if any(lines for _, lines in sections):
         return
     names = ([] if args.models else list_attentions()) + ([] if args.attentions else [*ARCHITECTURES, *list_models()])

@@ -2,10 +2,12 @@
 
 Each subcommand lives in the module of :mod:`hf_effattn.commands` named after it (``train-task`` in
 ``train_task.py``), which provides ``add_arguments(parser)`` and ``run(args)``. Those modules import their heavy
-dependencies (datasets, accelerate, matplotlib) inside ``run`` so that building the parser stays fast, and only the
-subcommand named on the command line is imported: ``hf-effattn --help``, ``--version`` and an unknown command
-answer without importing PyTorch or Transformers. A user error (:mod:`hf_effattn.options.user_errors`) prints one line and
-exits with status 2; ``--debug`` shows its traceback instead.
+dependencies (PyTorch, Transformers, datasets, matplotlib) inside ``run``, and their parsers take the names they offer
+(the mechanisms', the heads') and their defaults from :mod:`hf_effattn.options.parser_values`, so that building a
+parser stays fast; only the subcommand named on the command line is imported. ``hf-effattn --help``, ``--version``,
+an unknown command, a subcommand's ``--help`` and a bad option of it answer without importing PyTorch or
+Transformers. A user error (:mod:`hf_effattn.options.user_errors`) prints one line and exits with status 2;
+``--debug`` shows its traceback instead.
 """
 
 from __future__ import annotations

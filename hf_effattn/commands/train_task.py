@@ -6,19 +6,15 @@ from __future__ import annotations
 import argparse
 import json
 
-import torch
-
-from ..modeling.attentions import list_attentions
 from ..folders.output_folders import check_output_file, write_file_into_place
-from ..synthetic_tasks.model import NORM_STYLES, POOLINGS
-from ..synthetic_tasks.training import TASKS, train_task
+from ..options.parser_values import ATTENTIONS, NORM_STYLES, POOLINGS, SYNTHETIC_TASKS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("task", choices=list(TASKS))
+    parser.add_argument("task", choices=SYNTHETIC_TASKS)
     parser.add_argument("--length", type=int, default=256,
                         help="sequence length N (ListOps: the longest expression, padded per batch)")
-    parser.add_argument("--attention", default="psf", choices=list_attentions())
+    parser.add_argument("--attention", default="psf", choices=ATTENTIONS)
     parser.add_argument("--attention_config", type=json.loads, default=None,
                         help='the mechanism\'s settings as JSON, e.g. \'{"rank": 16}\'')
     parser.add_argument("--steps", type=int, default=1000)
@@ -32,7 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pooling", choices=POOLINGS, default="first",
                         help="first token (default: only token mixing brings the signal there) or the mean over "
                         "real tokens (with which a per-token MLP alone can solve the adding problem)")
-    parser.add_argument("--norm_style", choices=list(NORM_STYLES), default="pre",
+    parser.add_argument("--norm_style", choices=NORM_STYLES, default="pre",
                         help="pre-LN layers (ViT's arrangement, stable from scratch) or post-LN (RoBERTa's)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--eval_size", type=int, default=1000)
@@ -50,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args) -> int:
+    import torch
+
+    from ..synthetic_tasks.training import train_task
+
     if args.metrics_file:
         check_output_file("metrics_file", args.metrics_file, args.overwrite_metrics_file)  # before training
     if args.threads:

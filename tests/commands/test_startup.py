@@ -1,7 +1,9 @@
 """A start-up in a fraction of a second, checked by what it imports (the times are ``benchmarks/startup.py``'s):
-``hf-effattn --version``, ``--help`` and an argument error import neither PyTorch nor Transformers, nor does
-``import hf_effattn``; every name of the package still resolves, and ``AutoConfig`` / ``AutoModel`` know the
-package's model types after ``import hf_effattn``, whichever of the two is imported first."""
+``hf-effattn --version``, ``--help``, an argument error, and every subcommand's ``--help`` and argument errors import
+neither PyTorch nor Transformers, nor does ``import hf_effattn``; the names and defaults the subcommands' parsers
+offer instead (``hf_effattn.options.parser_values``) are their sources'; every name of the package still resolves,
+and ``AutoConfig`` / ``AutoModel`` know the package's model types after ``import hf_effattn``, whichever of the two is
+imported first."""
 
 from __future__ import annotations
 
@@ -14,8 +16,14 @@ import torch
 import transformers
 
 import hf_effattn
-from hf_effattn.commands import main as cli
+from hf_effattn.benchmark import BenchmarkSettings, options as bench_options, peers
+from hf_effattn.commands import bench, main as cli
+from hf_effattn.conversion import transfer
+from hf_effattn.evaluation import retrieval
 from hf_effattn.modeling import modeling_effattn_roberta, modeling_effattn_vit
+from hf_effattn.models import hybrid_parts, model_classes
+from hf_effattn.options import parser_values
+from hf_effattn.synthetic_tasks import model as task_model, training as task_training
 from helpers.models import text_config
 
 HEAVY = ["torch", "transformers"]
@@ -33,8 +41,15 @@ def heavy_modules_after(code: str) -> list[str]:
     return json.loads(result.stdout.splitlines()[-1])
 
 
+SUBCOMMAND_ANSWERS = [  # every subcommand's --help and an unknown option; a missing argument, bad choices, a bad value
+    *(([name, "--help"], 0) for name in cli.SUBCOMMANDS), *(([name, "--frobnicate"], 2) for name in cli.SUBCOMMANDS),
+    (["convert"], 2), (["convert", "folder", "--output_dir", "out", "--attention_type", "nope"], 2),
+    (["train-task", "adding", "--attention", "nope"], 2), (["bench", "--lengths", "x"], 2),
+]
+
+
 @pytest.mark.parametrize("argv, status", [(["--version"], 0), (["--help"], 0), (["frobnicate"], 2), ([], 2),
-                                          (["--frobnicate", "list"], 2)])
+                                          (["--frobnicate", "list"], 2), *SUBCOMMAND_ANSWERS])
 def test_the_command_answers_without_importing_torch_or_transformers(argv, status):
     code = ("from hf_effattn.commands.main import main\n"
             f"try:\n    main({argv!r})\nexcept SystemExit as exit:\n    assert exit.code == {status}, exit.code")
@@ -56,6 +71,24 @@ def test_a_subcommand_gets_its_options_and_the_documented_parser_has_every_subco
     full = cli.build_parser()  # every subcommand's options, as docs/cli.md shows them
     assert full.parse_args(["list", "psf", "--models"]).models
     assert full.parse_args(["convert", "folder", "--output_dir", "out"]).checkpoint == "folder"
+
+
+def test_the_parsers_names_are_their_sources():
+    assert parser_values.ATTENTIONS == tuple(hf_effattn.list_attentions())
+    assert parser_values.TASKS == tuple(model_classes.all_tasks())
+    assert (parser_values.TRAINABLE, parser_values.MODEL_LENGTH) == (transfer.TRAINABLE, transfer.MODEL_LENGTH)
+    assert parser_values.MECHANISM_WEIGHT_LEARNING_RATE == hybrid_parts.MECHANISM_WEIGHT_LEARNING_RATE
+    assert parser_values.BENCH_PARTS == bench_options.PARTS
+    assert parser_values.BENCH_DTYPES == tuple(bench_options.DTYPES)
+    assert parser_values.BENCH_PEERS == tuple(peers.PEERS)
+    assert parser_values.SYNTHETIC_TASKS == tuple(task_training.TASKS)
+    assert (parser_values.POOLINGS, parser_values.NORM_STYLES) == (task_model.POOLINGS, tuple(task_model.NORM_STYLES))
+    assert parser_values.PASSAGE_LENGTH == retrieval.PASSAGE_LENGTH
+
+
+def test_bench_without_options_measures_the_benchmarks_default_settings():
+    args = cli.build_parser(["bench"]).parse_args(["bench"])
+    assert BenchmarkSettings(**bench.settings_of(args)) == BenchmarkSettings()
 
 
 def test_import_hf_effattn_imports_neither_and_every_name_resolves():

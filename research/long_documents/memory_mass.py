@@ -63,13 +63,13 @@ def memory_shares(name: str, length: int) -> list[float]:
     import torch
 
     from hf_effattn.models.hybrid_parts import hybrid_layers
-    from hf_effattn.modeling import local_blocks
+    from hf_effattn.modeling import shared_normaliser
     from represent import documents, embed, load, reader
 
     chosen = reader(name)
     model, tokenizer = load(chosen, length)
     weights = [layer.window.mechanism_weight()[:, None, None].double() for layer in hybrid_layers(model)]
-    normalisers, memory_terms = [], local_blocks.memory_terms
+    normalisers, memory_terms = [], shared_normaliser.memory_terms
 
     def recorded(*args, **options):
         numerator, normaliser = memory_terms(*args, **options)
@@ -78,7 +78,7 @@ def memory_shares(name: str, length: int) -> list[float]:
 
     totals = [0.0] * len(weights)
     ids, _ = documents(tokenizer, READ_AT)
-    local_blocks.memory_terms = recorded
+    shared_normaliser.memory_terms = recorded
     try:
         with torch.no_grad():
             for document in ids[:SHARE_DOCUMENTS]:
@@ -88,7 +88,7 @@ def memory_shares(name: str, length: int) -> list[float]:
                     memory = weight * normaliser  # [B, h, N, 1]
                     totals[layer] += float((memory / (1 - weight + memory)).mean()) / SHARE_DOCUMENTS
     finally:
-        local_blocks.memory_terms = memory_terms
+        shared_normaliser.memory_terms = memory_terms
     return totals
 
 

@@ -23,7 +23,7 @@ Choices (also on docs/mechanisms/dba.md): the paper form with separate Q, K, V c
 projections meaningful), not the authors' time-series variant; the compression logits are scaled by
 ``1/sqrt(d)`` as the authors' code does (the paper is silent); ``W'_c`` is normalised by a masked
 softmax over N (an unnormalised sum would grow with N); ``W'_r`` by a softmax over ``d_p``, as in the
-authors' code; ``R`` is block-diagonal over heads (one ``d x d_in_h`` map per head). Pads are
+authors' code; ``R`` maps each head apart (one ``d x d_in_h`` map per head). Pads are
 excluded from every softmax over N, so any length works without fixed padding.
 
 Dropout (``attention_probs_dropout_prob``): on the core probabilities ``P'_phi`` (the standard place, the

@@ -47,7 +47,7 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import register_attention, register_settings
 from .masking import token_ranks, zero_pads
-from .position_extension import replace_parameter, tile_blocks
+from .position_extension import replace_parameter, tile_to_length
 
 
 @register_settings("linformer")
@@ -100,14 +100,15 @@ class LinformerAttention(EfficientAttention):
 
     def extend_length_sized_weights(self, max_length: int) -> None:
         """E (and F), ``[k, N_max]`` with one column per token rank, grow to ``max_length`` columns by repeating
-        their columns in blocks, as the position rows are (:func:`~position_extension.tile_blocks`): rank ``t``
+        their columns cyclically, as the position rows are (:func:`~position_extension.tile_to_length`): rank ``t``
         gets the old rank ``t mod N_max``'s column.
 
         Exact: on inputs of up to the old ``N_max`` real tokens the output is unchanged (their columns are kept).
-        Not exact: on a longer input each of the k projected keys and values sums the tokens of every block
-        where it summed those of one, so its scale grows with the length / ``N_max``; fine-tune at the new length."""
+        Not exact: on a longer input each of the k projected keys and values sums the tokens of every period of
+        ``N_max`` ranks where it summed those of one, so its scale grows with the length / ``N_max``; fine-tune at
+        the new length."""
         for name in self.length_projection_names():
-            replace_parameter(self, name, tile_blocks(getattr(self, name), max_length, dim=1))
+            replace_parameter(self, name, tile_to_length(getattr(self, name), max_length, dim=1))
 
     def token_columns(self, projection: torch.Tensor, padding_mask: torch.Tensor | None, batch: int,
                       length: int) -> torch.Tensor:

@@ -13,7 +13,7 @@ rows ``w_1 .. w_m`` of a fixed random matrix ``W [m, d]`` (Lemma 1's positive fe
 with sums over real tokens only (pads are zeroed in ``phi(K)``). ``E[phi(q) . phi(k)] = exp(q' . k')``, so A is an
 unbiased estimate of softmax's numerator, row-normalised: ``A_ij = phi(q_i) . phi(k_j) / sum_j phi(q_i) . phi(k_j)``.
 
-``W``: orthogonal Gaussian rows (Sec. 2.4): blocks of d rows orthogonalised by Gram-Schmidt (QR of a Gaussian matrix
+``W``: orthogonal Gaussian rows (Sec. 2.4): groups of d rows orthogonalised by Gram-Schmidt (QR of a Gaussian matrix
 with R's diagonal made positive), each row rescaled to the norm of an independent d-dimensional Gaussian vector, so
 that every row is marginally N(0, I_d) (the authors' ``create_projection_matrix`` with ``scaling=0``, except that it
 keeps QR's own signs, which bias the rows' directions and so the estimate). One ``W`` per layer, shared by the
@@ -67,16 +67,16 @@ class PerformerSettings(KernelSettings):
 
 
 def orthogonal_gaussian_features(num_features: int, dim: int, generator: torch.Generator | None = None) -> torch.Tensor:
-    """``[m, d]`` orthogonal random features (Sec. 2.4), in float64 on the CPU: ``ceil(m / d)`` blocks of d orthonormal
+    """``[m, d]`` orthogonal random features (Sec. 2.4), in float64 on the CPU: ``ceil(m / d)`` groups of d orthonormal
     rows (Gram-Schmidt of a Gaussian matrix, as the paper has it: QR with R's diagonal made positive, without which
     the rows' directions are not uniform), the first m rows kept, each scaled to the norm of a Gaussian vector."""
-    blocks = []
+    groups = []
     for _ in range(math.ceil(num_features / dim)):
         gaussian = torch.randn(dim, dim, generator=generator, dtype=torch.float64, device="cpu")
         q, r = torch.linalg.qr(gaussian)
-        blocks.append((q * torch.sign(torch.diagonal(r))).T)  # Gram-Schmidt's signs: uniformly random directions
+        groups.append((q * torch.sign(torch.diagonal(r))).T)  # Gram-Schmidt's signs: uniformly random directions
     norms = torch.randn(num_features, dim, generator=generator, dtype=torch.float64, device="cpu").norm(dim=1)
-    return norms[:, None] * torch.cat(blocks)[:num_features]
+    return norms[:, None] * torch.cat(groups)[:num_features]
 
 
 def in_backward_pass() -> bool:

@@ -23,7 +23,7 @@ float32's range, in bfloat16, each factor's sums in float32). Query and key proj
 Each factor is applied by one of two exact products with hand-written backwards (``chord_mixes.py``), chosen by
 what the caller passes, never by the mask's values (so the forward has no data-dependent branch, and exports to ONNX
 and compiles as one graph): ``ChordShiftMix`` when no padding mask is given (each link a cyclic shift of the
-sequence) and ``ChordWindowMix`` when one is, padded or not (values in rank order, repeated cyclically over each
+sequence) and ``ChordLinkMix`` when one is, padded or not (values in rank order, repeated cyclically over each
 sequence's real length, so that every link is a slice). With the fast paths on (``fast_paths.py``), each factor is
 instead one Triton kernel on CUDA, gathering every token's K links into registers (``chord_kernels.py``: one pass a
 factor, not 3K), and on a CPU the second product written in plain operations and compiled by ``torch.compile`` (one
@@ -58,11 +58,11 @@ from transformers import initialization as init
 from .attention_base import AttentionOutput, EfficientAttention, log2_ceil
 from .attention_settings import AttentionSettings, require, setting
 from .attention_registry import register_attention, register_settings
-from .chord_mixes import plain_window_mix
+from .chord_mixes import plain_chord_mix
 from .fast_paths import compiled, run_fast, takes_fast_path
 from .ops_psf import chord_factor_weights, chord_links, cyclic_factor, in_rank_order, psf_attention, sequence_lengths
 from .ops_psf import chord_offsets  # noqa: F401 - read from here by the tests, benchmarks and docs of the Chord links
-from .position_extension import replace_parameter, tile_blocks
+from .position_extension import replace_parameter, tile_to_length
 
 
 @register_settings("psf")
@@ -145,7 +145,7 @@ class PSFAttention(EfficientAttention):
         replace_parameter(self, "factor_out_weight", F.pad(out_weight, (0, 0, 0, 0, 0, new_factors)))
         replace_parameter(self, "factor_out_bias", torch.cat([out_bias, identity.expand(new_factors, -1, -1)]))
         for name in ("factor_in_weight", "factor_in_bias"):
-            replace_parameter(self, name, tile_blocks(getattr(self, name), factors))
+            replace_parameter(self, name, tile_to_length(getattr(self, name), factors))
         self.num_factors, self.num_links = factors, links
 
     def factor_weights(self, hidden_states: torch.Tensor) -> torch.Tensor:
@@ -179,15 +179,15 @@ class PSFAttention(EfficientAttention):
         return self.in_rank_order(values, weights, padding_mask, factor)
 
     def mix_compiled(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None):
-        """:meth:`mix` with each factor :func:`plain_window_mix` compiled (``fast_paths.compiled``: on a CPU,
+        """:meth:`mix` with each factor :func:`plain_chord_mix` compiled (``fast_paths.compiled``: on a CPU,
         inductor writes the K links' multiply-adds and their backward as one C++ loop each), in rank order."""
         values = values.to(weights.dtype)
-        factor = self.cyclic_factor(compiled(plain_window_mix), values, padding_mask)
+        factor = self.cyclic_factor(compiled(plain_chord_mix), values, padding_mask)
         return self.in_rank_order(values, weights, padding_mask, factor)
 
-    def cyclic_factor(self, window_mix, values: torch.Tensor, padding_mask: torch.Tensor | None):
+    def cyclic_factor(self, link_mix, values: torch.Tensor, padding_mask: torch.Tensor | None):
         """``ops_psf.cyclic_factor`` with this layer's K."""
-        return cyclic_factor(window_mix, values, padding_mask, self.num_links)
+        return cyclic_factor(link_mix, values, padding_mask, self.num_links)
 
     def in_rank_order(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None,
                       factor) -> torch.Tensor:

@@ -33,7 +33,7 @@ from .local_settings import (
 
 _SETTINGS: dict[str, type[AttentionSettings]] = {}
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
-_LOCAL_PARTS: dict[str, type] = {}  # "window", "blocks" -> the exact local part (``hybrid_attention.LocalPart``)
+_LOCAL_PARTS: dict[str, type] = {}  # kind -> the exact local part (``hybrid_attention.LocalPart``)
 _COMPOSITIONS: dict[str, type] = {}  # "mixed", "shared" -> how a mechanism joins it (``hybrid_attention.py``)
 _HYBRIDS: dict[tuple[type, type, type], type] = {}  # (composition, part, mechanism) -> their class, built once
 

@@ -37,6 +37,6 @@ __all__ = [
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",
     "NystromformerSettings", "LinformerAttention", "LinformerSettings", "CosformerAttention", "CosformerSettings",
-    "LocalAttention", "LocalSettings", "HybridAttention", "LocalPart", "LocalPartSettings", "LocalWindow", "LocalBlocks",
-    "SharedNormaliserAttention", "register_composition",
+    "LocalAttention", "LocalSettings", "HybridAttention", "LocalPart", "LocalPartSettings", "LocalWindow",
+    "LocalBlocks", "SharedNormaliserAttention", "register_composition",
 ]

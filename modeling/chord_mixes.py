@@ -6,8 +6,8 @@ A factor mixes each token's K Chord links (Eq. 1 and 3)::
 
 over values and weights in rank order (the real tokens first). The exact path has two products with hand-written
 backwards, chosen by what the caller passes: :class:`ChordShiftMix` without a padding mask (each link a cyclic shift,
-read in place from two slices) and :class:`ChordWindowMix` with one (the values repeated cyclically over each
-sequence's real length, :func:`circular_rows`, so that every link is again a slice). :func:`plain_window_mix` is
+read in place from two slices) and :class:`ChordLinkMix` with one (the values repeated cyclically over each
+sequence's real length, :func:`circular_rows`, so that every link is again a slice). :func:`plain_chord_mix` is
 the second in plain operations, the function PSF's fast path on a CPU compiles (``torch.compile`` fuses the K
 multiply-adds, forward and backward, into one loop a factor; CUDA has Triton kernels instead, ``chord_kernels.py``).
 """
@@ -34,7 +34,7 @@ def circular_rows(lengths: torch.Tensor, length: int, window: int) -> torch.Tens
     return (rows + torch.arange(lengths.shape[0], device=lengths.device)[:, None] * length).view(-1)
 
 
-class ChordWindowMix(torch.autograd.Function):
+class ChordLinkMix(torch.autograd.Function):
     """``out[:, t] = sum_k weights[:, t, k] extended[:, t + offsets[k]]``: ``extended [B, N + window, C]`` (the
     values repeated cyclically, see :func:`circular_rows`), ``weights [B, N, K]`` -> ``[B, N, C]``. Each link reads
     one slice of ``extended`` in place (no gather, no index); the hand-written backward does the same::
@@ -66,26 +66,26 @@ class ChordWindowMix(torch.autograd.Function):
         return grad_extended, grad_weights, None
 
 
-def cyclic_window_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, offsets: list[int],
-                      window_mix=ChordWindowMix.apply) -> torch.Tensor:
-    """``window_mix`` (:class:`ChordWindowMix`) of ``values [B, N, C]`` (rank order) repeated cyclically over each
+def cyclic_chord_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, offsets: list[int],
+                      link_mix=ChordLinkMix.apply) -> torch.Tensor:
+    """``link_mix`` (:class:`ChordLinkMix`) of ``values [B, N, C]`` (rank order) repeated cyclically over each
     sequence's real length by ``rows`` (:func:`circular_rows`, window ``max(offsets)``) and ``weights [B, N, K]``
     -> ``[B, N, C]``."""
     batch, length, width = values.shape
     extended = values.reshape(-1, width).index_select(0, rows).view(batch, length + max(offsets), width)
-    return window_mix(extended, weights, offsets)
+    return link_mix(extended, weights, offsets)
 
 
 def summed_links(extended: torch.Tensor, weights: torch.Tensor, offsets: list[int]) -> torch.Tensor:
-    """:class:`ChordWindowMix`'s product in plain operations, left to autograd: what ``torch.compile`` fuses, forward
+    """:class:`ChordLinkMix`'s product in plain operations, left to autograd: what ``torch.compile`` fuses, forward
     and backward, into one loop over the tokens (PSF's fast path on a CPU, ``PSFAttention.mix_compiled``)."""
     length = weights.shape[1]
     return sum(extended[:, offset:offset + length] * weights[:, :, k, None] for k, offset in enumerate(offsets))
 
 
-def plain_window_mix(values, weights, rows, offsets) -> torch.Tensor:
-    """:func:`cyclic_window_mix` by :func:`summed_links`, the function the CPU's fast path compiles."""
-    return cyclic_window_mix(values, weights, rows, offsets, window_mix=summed_links)
+def plain_chord_mix(values, weights, rows, offsets) -> torch.Tensor:
+    """:func:`cyclic_chord_mix` by :func:`summed_links`, the function the CPU's fast path compiles."""
+    return cyclic_chord_mix(values, weights, rows, offsets, link_mix=summed_links)
 
 
 def shift_pieces(length: int, offsets: list[int]):
@@ -100,10 +100,10 @@ def shift_pieces(length: int, offsets: list[int]):
 
 
 class ChordShiftMix(torch.autograd.Function):
-    """:class:`ChordWindowMix` for a batch without padding, where every sequence has all N tokens: each link is a
+    """:class:`ChordLinkMix` for a batch without padding, where every sequence has all N tokens: each link is a
     cyclic shift, so the linked rows are read in place from slices of the values (no gather, no index, no
     buffer in the forward). ``values [B, N, C]``, ``weights [B, N, K]``, ``offsets`` (:func:`chord_offsets`)
-    -> ``[B, N, C]``. Differentiable once, like :class:`ChordWindowMix`."""
+    -> ``[B, N, C]``. Differentiable once, like :class:`ChordLinkMix`."""
 
     @staticmethod
     def forward(ctx, values, weights, offsets):

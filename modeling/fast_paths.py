@@ -7,7 +7,7 @@ maps, summaries, masks, the gate's mixing) fused into a few kernels by ``torch.c
 compiled at the first call, for every length), the matrix products and the block softmax left to cuBLAS and the
 flash kernel (``attention_base.EfficientAttention.forward``); a mechanism with kernels of its own (``has_own_kernels``:
 PSF's, ``chord_kernels.py``) runs those instead, uncompiled. PSF also has a fast path on a CPU: each factor's product
-compiled by ``torch.compile`` (inductor's C++, ``chord_mixes.plain_window_mix``), which needs a C++ compiler; its
+compiled by ``torch.compile`` (inductor's C++, ``chord_mixes.plain_chord_mix``), which needs a C++ compiler; its
 first call compiles for about a minute. The mode chooses, for the whole process:
 
 * ``"exact"`` (the default): the exact path everywhere (and the reference the fast paths are tested against). On

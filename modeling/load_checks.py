@@ -73,7 +73,8 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
     if (saved_type, saved_local) == (requested_type, requested_local) \
             and build_settings(saved_type, saved_settings) == build_settings(requested_type, requested_settings):
         return
-    described = [f"attention_type={kind!r}, attention_config={settings}" + "".join(f", {k}={v!r}" for k, v in local.items())
+    described = [f"attention_type={kind!r}, attention_config={settings}" + "".join(f", {k}={v!r}"
+                                                                                 for k, v in local.items())
                  for kind, settings, local in ((saved_type, saved_settings, saved_local),
                                                (requested_type, requested_settings, requested_local))]
     if not convert_attention:

@@ -16,9 +16,10 @@ reading the input in chunks of L tokens, as one model. Alone (``local`` with ``l
 reader. Beside a mechanism, the mechanism reads the whole input as a memory across the blocks, weighted per head by
 the gate ``sigma = sigmoid(mechanism_logit)``, which starts near zero: the converted model starts as the chunked
 reader, and training adds what the memory carries (Infini-attention's design, Munkhdalai et al. 2024, Sec. 2.1,
-made bidirectional for an encoder). The two are mixed per head, ``(1 - sigma) blocks(x) + sigma mechanism(x)`` (``hybrid_attention.py``), or for a kernelized
-mechanism with the model's ``shared_normaliser`` True, under one normaliser with the block's softmax
-(``shared_normaliser.py``: the memory of a block is then the mechanism's summary over every key less its own block's).
+made bidirectional for an encoder). The two are mixed per head, ``(1 - sigma) blocks(x) + sigma mechanism(x)``
+(``hybrid_attention.py``), or for a kernelized mechanism with the model's ``shared_normaliser`` True, under one
+normaliser with the block's softmax (``shared_normaliser.py``: the memory of a block is then the mechanism's summary
+over every key less its own block's).
 
 Cost: the blocks run :func:`torch.nn.functional.scaled_dot_product_attention` as one batch of ``B n`` sequences
 of S tokens (``n = ceil(N / S)``), so a GPU takes its flash kernel and a CPU its fused one: O(N S d) time, never an

@@ -9,7 +9,8 @@ as one :class:`LocalPartSettings` (None without a local part), checked together 
     config = EffAttnRobertaConfig(attention_type="kerformer", local_block=512, global_tokens=1)
     config.local_part.kind, config.local_part.size       # "blocks", 512
 
-* ``local_window``: w, each token attends exactly to the real tokens at most ``w // 2`` ranks away (``local_window.py``).
+* ``local_window``: w, each token attends exactly to the real tokens at most ``w // 2`` ranks away
+  (``local_window.py``).
 * ``local_block``: S, each token attends exactly to the real tokens of its own aligned block of S ranks
   (``local_blocks.py``; with S the checkpoint's own length, the chunked reader); instead of ``local_window``.
 * ``global_tokens``: g, the first g real tokens ([CLS]) attend to, and are attended by, every token exactly
@@ -103,7 +104,8 @@ class LocalPartSettings(DeclaredSettings):
             require(self.global_tokens <= max_length, "global_tokens", self.global_tokens,
                     f"at most the model's maximum length {max_length}")
         require(self.local_block is None or self.global_tokens <= self.local_block, "global_tokens",
-                self.global_tokens, f"at most local_block={self.local_block} (the global tokens lie in the first block)")
+                self.global_tokens,
+                f"at most local_block={self.local_block} (the global tokens lie in the first block)")
         require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
                 self.local_window_every, "1 without a local window (it chooses the layers that get one; blocks are in "
                 "every layer): set local_window too")

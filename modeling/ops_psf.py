@@ -17,7 +17,7 @@ import torch
 import torch.nn.functional as F
 
 from .attention_base import AttentionOutput
-from .chord_mixes import ChordShiftMix, circular_rows, cyclic_window_mix
+from .chord_mixes import ChordShiftMix, circular_rows, cyclic_chord_mix
 from .masking import real_lengths, real_positions, token_ranks
 
 
@@ -60,13 +60,13 @@ def chord_factor_weights(hidden_states: torch.Tensor, in_weight: torch.Tensor, i
     return torch.baddbmm(out_bias, hidden, out_weight).view(num_factors, batch, length, out_weight.shape[-1])
 
 
-def cyclic_factor(window_mix, values: torch.Tensor, padding_mask: torch.Tensor | None, num_links: int):
-    """``window_mix(values, weights, rows, offsets)`` (``chord_mixes.cyclic_window_mix`` or its plain twin) as a factor
+def cyclic_factor(link_mix, values: torch.Tensor, padding_mask: torch.Tensor | None, num_links: int):
+    """``link_mix(values, weights, rows, offsets)`` (``chord_mixes.cyclic_chord_mix`` or its plain twin) as a factor
     of :func:`factor_product`, its rows (``chord_mixes.circular_rows``) made once for every factor of ``values [B, N,
     C]``."""
     offsets = chord_offsets(num_links)
     rows = circular_rows(sequence_lengths(values, padding_mask), values.shape[1], max(offsets))
-    return partial(window_mix, rows=rows, offsets=offsets)
+    return partial(link_mix, rows=rows, offsets=offsets)
 
 
 def factor_product(values: torch.Tensor, weights: torch.Tensor, factor, residual: bool) -> torch.Tensor:
@@ -95,12 +95,12 @@ def psf_attention(values: torch.Tensor, weights: torch.Tensor, padding_mask: tor
     """``W_1 (W_2 (... (W_M V)))`` ``[B, N, C]`` in the weights' dtype, in PyTorch operations (the exact path; the
     arguments: the module docstring). Without a mask each link is a cyclic shift (``ChordShiftMix``); with one, every
     factor reads slices of the values in rank order, repeated cyclically over each sequence's real length
-    (``ChordWindowMix``): exact for any mask, and an unpadded row costs one extra row copy per factor, not K."""
+    (``ChordLinkMix``): exact for any mask, and an unpadded row costs one extra row copy per factor, not K."""
     values = values.to(weights.dtype)
     if padding_mask is None:
         offsets = chord_offsets(weights.shape[-1])
         return factor_product(values, weights, lambda v, w: ChordShiftMix.apply(v, w, offsets), residual)
-    factor = cyclic_factor(cyclic_window_mix, values, padding_mask, weights.shape[-1])
+    factor = cyclic_factor(cyclic_chord_mix, values, padding_mask, weights.shape[-1])
     return in_rank_order(values, weights, padding_mask, factor, residual)
 
 

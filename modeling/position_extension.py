@@ -19,7 +19,7 @@ resizes it at run time (bicubic over the grid, the [CLS] row kept), once, so tha
 new size without ``interpolate_pos_encoding``.
 
 Weights a mechanism sizes by the maximum length (``needs_max_length``) grow by the mechanism's own rule,
-:meth:`~attention_base.EfficientAttention.extend_length_sized_weights`, most of them with :func:`tile_blocks`.
+:meth:`~attention_base.EfficientAttention.extend_length_sized_weights`, most of them with :func:`tile_to_length`.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def learned_length(entries: torch.Tensor) -> int:
     return len(rows)
 
 
-def tile_blocks(table: torch.Tensor, size: int, dim: int = 0, first: int = 0) -> torch.Tensor:
+def tile_to_length(table: torch.Tensor, size: int, dim: int = 0, first: int = 0) -> torch.Tensor:
     """``table`` grown to ``size`` entries along ``dim``: entries ``0 .. first-1`` kept, the others repeated in
     blocks of the learned length ``L`` (:func:`learned_length`: all of them, unless an earlier extension repeated
     them): entry ``first + i`` of the result is entry ``first + i mod L``."""
@@ -62,7 +62,7 @@ def replace_parameter(module: nn.Module, name: str, value: torch.Tensor) -> None
 
 def tile_position_rows(embedding: nn.Embedding, rows: int, first: int) -> None:
     """Grow a position table ``[R, C]`` to ``[rows, C]`` by Longformer's copy (module docstring)."""
-    replace_parameter(embedding, "weight", tile_blocks(embedding.weight, rows, first=first))
+    replace_parameter(embedding, "weight", tile_to_length(embedding.weight, rows, first=first))
     embedding.num_embeddings = rows
 
 

@@ -66,19 +66,13 @@ class SharedNormaliserAttention(HybridAttention):
 
 def window_beside_kernel(window, query, key, value, query_features, key_features, padding_mask, weight,
                          mechanism) -> torch.Tensor:
-    """The ``window`` (a ``LocalWindow``) and a kernelized ``mechanism`` under one normaliser (LoLCATs), ``weight =
-    sigma`` ``[h, 1, 1]``::
-
-        out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
-                / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
-
-    with ``e_ij = exp(s_ij - max_j s_ij)`` over the exact keys (the window and the global tokens). The terms
-    outside are all of the mechanism's minus those at the exact keys, which the window's blocks give: O(N (3b +
-    g) F); with ``mechanism_outside_window`` False the mechanism's terms cover every key. Inputs ``[B, h, N,
-    *]`` in token positions (key features zero at pads, in the dtype the sums run in: at least float32);
-    ``mechanism``: the kernelized mechanism, whose ``over_every_key`` gives its terms over every key,
-    ``key_dropout`` the key columns its dropout keeps and ``dropout`` the window's. Returns the context ``[B, h,
-    N, d]`` in token positions, in the values' dtype; the global tokens' rows are exact."""
+    """The ``window`` (a ``LocalWindow``) and a kernelized ``mechanism`` under one normaliser, ``weight = sigma``
+    ``[h, 1, 1]`` (the module docstring's first equation, ``e_ij`` over the window's keys and the global ones): the
+    terms outside are all of the mechanism's (``over_every_key``) minus those at the exact keys, which the window's
+    blocks give, O(N (3b + g) F). Inputs ``[B, h, N, *]`` in token positions (key features zero at pads, in at least
+    float32); ``mechanism`` gives its terms, the key columns its dropout keeps (``key_dropout``) and the window's
+    ``dropout``. Returns the context ``[B, h, N, d]`` in token positions, in the values' dtype; the global tokens'
+    rows are exact."""
     batch, _, length, _ = query.shape
     order = RankOrder(padding_mask, batch, length, query.device)
     blocks = window.blocks(order, length, query.device)
@@ -158,10 +152,10 @@ def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, ou
 def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_features, padding_mask, weight,
                          mechanism) -> torch.Tensor:
     """The aligned blocks (``blocks_part``, a ``LocalBlocks``) and a kernelized ``mechanism`` under one normaliser,
-    ``weight = sigma`` ``[h, 1, 1]`` (the module docstring's second equation). Inputs ``[B, h, N, *]`` in token positions (key features zero at pads);
-    ``mechanism``: the kernelized mechanism, whose ``key_dropout`` gives the key columns its dropout keeps,
-    ``dropout`` the blocks' and ``mechanism_outside_window`` the keys of its memory. Returns the context ``[B, h,
-    N, d]`` in token positions; the global tokens' rows are exact."""
+    ``weight = sigma`` ``[h, 1, 1]`` (the module docstring's second equation). Inputs ``[B, h, N, *]`` in token
+    positions (key features zero at pads); ``mechanism`` gives the key columns its dropout keeps (``key_dropout``),
+    the blocks' ``dropout`` and the keys of its memory (``mechanism_outside_window``). Returns the context ``[B, h, N,
+    d]`` in token positions; the global tokens' rows are exact."""
     batch, _, length, _ = query.shape
     order = RankOrder(padding_mask, batch, length, query.device)
     query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))

@@ -2,7 +2,7 @@
 """Why a kernelized block hybrid finds fewer passages at 8,192 tokens than at 2,048: its memory's mass.
 
 Beside aligned blocks a kernelized mechanism (Kerformer) shares one normaliser with the block's softmax
-(``modeling/local_blocks.py``): with the gate ``sigma``, a query's memory has the share
+(``modeling/shared_normaliser.py``): with the gate ``sigma``, a query's memory has the share
 
     share = sigma phi(q).z / ((1 - sigma) + sigma phi(q).z)       z = the sum of the key features outside its block
 

@@ -52,12 +52,12 @@ def kernels_arithmetic():
     import torch
 
     from hf_effattn.modeling.attention_psf import PSFAttention
-    from hf_effattn.modeling.chord_mixes import cyclic_window_mix
+    from hf_effattn.modeling.chord_mixes import cyclic_chord_mix
 
     exact = PSFAttention.mix
 
     def mix(self, values, weights, padding_mask):
-        factor = as_the_kernels(self.cyclic_factor(cyclic_window_mix, values, padding_mask))
+        factor = as_the_kernels(self.cyclic_factor(cyclic_chord_mix, values, padding_mask))
         return self.in_rank_order(values.to(torch.bfloat16), weights, padding_mask, factor)
 
     PSFAttention.mix = mix

@@ -41,13 +41,12 @@ VISION = dict(SIZES, image_size=8, patch_size=4, encoder_stride=4, num_channels=
 
 def with_local_part(attention_type: str, vision: bool, overrides: dict) -> tuple[str, dict]:
     """``"local"``, ``"<name>+window"`` and ``"<name>+blocks"`` cases: the mechanism, and the local part's settings
-    (:data:`LOCAL_PARTS`, the text or the vision ones) merged into its settings."""
+    (:data:`LOCAL_PARTS`, the text or the vision ones) among the config's values."""
     if not isinstance(attention_type, str):  # left for the config to refuse
         return attention_type, overrides
     name, _, part = attention_type.partition("+")
     if name == "local" or part:
-        local = LOCAL_PARTS[part or "window"][vision]
-        overrides = {**overrides, "attention_config": {**local, **(overrides.get("attention_config") or {})}}
+        overrides = {**LOCAL_PARTS[part or "window"][vision], **overrides}
     return name, overrides
 
 

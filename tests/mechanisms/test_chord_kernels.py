@@ -16,7 +16,7 @@ if find_spec("triton") is None:
 
 from hf_effattn.modeling import chord_kernels, fast_paths  # noqa: E402 - after the skip
 from hf_effattn.modeling.attention_psf import PSFAttention, chord_offsets  # noqa: E402 - after the skip
-from hf_effattn.modeling.chord_mixes import ChordShiftMix, circular_rows, cyclic_window_mix  # noqa: E402
+from hf_effattn.modeling.chord_mixes import ChordShiftMix, circular_rows, cyclic_chord_mix  # noqa: E402
 
 from helpers.device_lane import PRECISIONS, flat, relative_error  # noqa: E402
 from helpers.mechanisms import assert_paths_agree, build, mixed_batch, run_in_mode  # noqa: E402
@@ -31,7 +31,7 @@ def exact_factor(values: torch.Tensor, weights: torch.Tensor, lengths: list[int]
     offsets = chord_offsets(LINKS)
     if all(length == LENGTH for length in lengths):
         return ChordShiftMix.apply(values, weights, offsets)
-    return cyclic_window_mix(values, weights, circular_rows(torch.tensor(lengths), LENGTH, max(offsets)), offsets)
+    return cyclic_chord_mix(values, weights, circular_rows(torch.tensor(lengths), LENGTH, max(offsets)), offsets)
 
 
 # Per element: float32 sums in another order; in bfloat16, besides, each result stored in 8 significant bits once:

@@ -32,7 +32,7 @@ def test_the_compiled_factors_equal_the_exact_path(settings, padded, monkeypatch
     exact = run_in_mode(attention, x, mask, "exact")
     assert not compiled
     fast = run_in_mode(attention, x, mask, "fast")
-    assert compiled == [chord_mixes.plain_window_mix]
+    assert compiled == [chord_mixes.plain_chord_mix]
     assert_paths_agree(fast, exact)
 
 

@@ -16,7 +16,7 @@ import hf_effattn
 from hf_effattn.commands import main as cli
 from hf_effattn.conversion import convert
 from hf_effattn.modeling.attentions import get_attention_class, list_attentions
-from hf_effattn.modeling.position_extension import learned_length, tile_blocks
+from hf_effattn.modeling.position_extension import learned_length, tile_to_length
 from helpers.finetuning import MAX_LENGTH, tiny_text_checkpoint
 from helpers.models import (
     MINILM, PAD, assert_loads_as_remote_code, pixel_values, save_source, text_config, text_inputs, vision_config,
@@ -41,8 +41,8 @@ def hidden(model, inputs) -> torch.Tensor:
 def test_tile_blocks_keeps_the_reserved_rows_and_repeats_the_others():
     table = torch.arange(6.0)[:, None].expand(6, 2)  # rows 0, 1 reserved; 2 .. 5 learned
     expected = torch.tensor([0.0, 1, 2, 3, 4, 5, 2, 3, 4, 5, 2])[:, None].expand(11, 2)
-    torch.testing.assert_close(tile_blocks(table, 11, first=2), expected, rtol=0, atol=0)
-    torch.testing.assert_close(tile_blocks(table.t(), 8, dim=1), torch.tensor([0.0, 1, 2, 3, 4, 5, 0, 1]).expand(2, 8),
+    torch.testing.assert_close(tile_to_length(table, 11, first=2), expected, rtol=0, atol=0)
+    torch.testing.assert_close(tile_to_length(table.t(), 8, dim=1), torch.tensor([0.0, 1, 2, 3, 4, 5, 0, 1]).expand(2, 8),
                                rtol=0, atol=0)
 
 
@@ -258,8 +258,8 @@ def test_extending_twice_gives_the_weights_of_extending_once(tmp_path):
 def test_the_learned_length_is_the_block_a_table_repeats_exactly():
     table = torch.randn(5, 3)
     assert learned_length(table) == 5
-    assert learned_length(tile_blocks(table, 12)) == 5
-    trained = tile_blocks(table, 12)
+    assert learned_length(tile_to_length(table, 12)) == 5
+    trained = tile_to_length(table, 12)
     trained[5:] += 1e-3 * torch.randn(7, 3)  # trained after its extension: every row is its own
     assert learned_length(trained) == 12
-    assert torch.equal(tile_blocks(tile_blocks(table, 8), 13), tile_blocks(table, 13))
+    assert torch.equal(tile_to_length(tile_to_length(table, 8), 13), tile_to_length(table, 13))

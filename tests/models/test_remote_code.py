@@ -98,6 +98,27 @@ def remote_code_files(folder) -> dict[str, str]:
     return {path.name: path.read_text() for path in folder.glob("*.py")}
 
 
+LOCAL_PART_CLASSES = ("LocalPart", "LocalWindow", "LocalBlocks", "HybridAttention", "SharedNormaliserAttention")
+
+
+def local_part_classes(code: str) -> set[str]:
+    """The classes of the local part and its compositions that generated ``code`` defines."""
+    return {name for name in LOCAL_PART_CLASSES if f"class {name}(" in code}
+
+
+@pytest.mark.parametrize("local_part, expected", [
+    ({"local_block": 4}, {"LocalPart", "LocalBlocks", "HybridAttention"}),
+    ({"local_block": 4, "shared_normaliser": True}, {"LocalPart", "LocalBlocks", "HybridAttention",
+                                                     "SharedNormaliserAttention"}),
+    ({"local_window": 4, "shared_normaliser": False}, {"LocalPart", "LocalWindow", "HybridAttention"}),
+], ids=["blocks-mixed", "blocks-shared", "window-mixed"])
+def test_a_folder_carries_the_code_of_its_own_local_part_only(tmp_path, local_part, expected):
+    model = hf_effattn.EffAttnRobertaModel(text_config("kerformer", **local_part))
+    model.save_pretrained(tmp_path)
+    files = remote_code_files(tmp_path)
+    assert local_part_classes("".join(files.values())) == expected
+
+
 def test_a_saved_folder_carries_one_configuration_and_one_modeling_file(tmp_path):
     """Generated for the model (``modeling/remote_code.py``): no other mechanism's code, and nothing of the package's
     own machinery (loading other architectures, extending, writing this code); PSF's Triton kernels beside, which
@@ -121,6 +142,8 @@ def test_a_saved_folder_carries_one_configuration_and_one_modeling_file(tmp_path
         assert not [other for other in others if f"class {other.__name__}(" in code]
         assert not [name for name in ("def plan_load", "def from_plan", "def extend_max_length", "def generated_files",
                                       "def log_loading_report") if name in code]
+        assert local_part_classes(code) == ({"LocalPart", "LocalWindow", "HybridAttention", "SharedNormaliserAttention"}
+                                            if settings else set())  # a kerformer window: under one normaliser
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
         "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}
     result = subprocess.run([sys.executable, "-I", "-c", REGISTRIES_IN_THE_FOLDERS,

@@ -14,7 +14,7 @@ import torch
 import psf_bfloat16
 
 from hf_effattn.modeling.attention_psf import chord_offsets
-from hf_effattn.modeling.chord_mixes import circular_rows, cyclic_window_mix
+from hf_effattn.modeling.chord_mixes import circular_rows, cyclic_chord_mix
 
 from helpers.device_lane import PRECISIONS, relative_error
 from helpers.mechanisms import build, mixed_batch
@@ -30,7 +30,7 @@ def test_one_factor_in_the_kernels_arithmetic_is_the_kernel_to_its_rounding():
     values = torch.randn(2, 12, 150, generator=generator).to(torch.bfloat16)
     weights = torch.randn(2, 12, 6, generator=generator)
     lengths, offsets = torch.tensor([12, 7]), chord_offsets(6)
-    factor = partial(cyclic_window_mix, rows=circular_rows(lengths, 12, max(offsets)), offsets=offsets)
+    factor = partial(cyclic_chord_mix, rows=circular_rows(lengths, 12, max(offsets)), offsets=offsets)
     emulated = psf_bfloat16.as_the_kernels(factor)(values, weights)
     kernel = chord_kernels.chord_mix(values, weights, lengths, pads=True)
     assert emulated.dtype == kernel.dtype == torch.bfloat16

@@ -107,7 +107,7 @@ def test_card_limitations_say_what_trained_the_attention_and_which_versions_load
     assert "trained only by attention transfer (above), with no labels" in limitations(results={}, transfer=transfer)
     assert "trained from scratch (preset `roberta-base/kerformer`" in limitations(base_model="roberta-base/kerformer")
     assert limitations(attention_type="sdpa", attention_config={}).count("\n- ") == 1  # the versions only
-    chunks = limitations(attention_type="local", attention_config={"local_block": 512})
+    chunks = limitations(attention_type="local", attention_config={}, local_part={"local_block": 512})
     assert "The `local` attention adds no parameters to" in chunks and "new parameters" not in chunks
 
 

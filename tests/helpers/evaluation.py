@@ -27,5 +27,4 @@ def block_model(checkpoint: str, attention_type: str = "local", **settings) -> E
     (with ``attention_type`` as their memory, unless ``local``)."""
     torch.manual_seed(0)  # the memory's new weights
     return EffAttnRobertaForMaskedLM.from_pretrained(
-        checkpoint, attention_type=attention_type, attention_config={"local_block": BLOCK, **settings},
-        max_length=LENGTH).eval()
+        checkpoint, attention_type=attention_type, local_block=BLOCK, max_length=LENGTH, **settings).eval()

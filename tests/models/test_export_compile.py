@@ -99,7 +99,7 @@ def test_onnx_of_aligned_blocks_traced_on_one_sequence_serves_every_length(trace
     padding to whole blocks, nor a mask, nor a short last block). Kerformer beside the blocks, its summary in chunks of
     4 tokens (``summary_chunk``), with a mask; the blocks alone without one."""
     monkeypatch.setattr(KernelAttention, "summary_chunk", 4)
-    settings = {"attention_config": {"local_block": 4, "global_tokens": 0}, "num_hidden_layers": layers}
+    settings = {"local_block": 4, "global_tokens": 0, "num_hidden_layers": layers}
     traced = text_inputs(batch=1, length=traced_length, seed=3)
     runs = [text_inputs(**run) for run in RUNS + [dict(batch=2, length=4, seed=4)]]
     model = text_model("kerformer+blocks", **settings)

@@ -119,6 +119,8 @@ def run(args) -> int:
                             **local_part_options(args))
     if report is not None:
         print(report.format())
+    local = model.config.local_part
+    beside = "" if local is None else f", beside {local.kind_name}={local.size}"
     print(f"Saved {type(model).__name__} (attention_type={model.config.attention_type!r}, "
-          f"attention_config={model.config.attention_config}) to {args.output_dir}")
+          f"attention_config={model.config.attention_config}{beside}) to {args.output_dir}")
     return 0

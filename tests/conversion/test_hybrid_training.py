@@ -136,10 +136,24 @@ def convert_refusal(capsys, tmp_path, source, *options) -> str:
      "--transfer_window_dropout act only on an attention transfer: add --transfer_data"),
     (["--attention_type", "dba", "--local_window", "4", "--attention_config", '{"local_window": 6}'],
      "--local_window 4 contradicts local_window=6 in --attention_config"),
+    (["--attention_type", "kerformer", "--local_window", "4", "--shared_normaliser", "yes"],
+     "argument --shared_normaliser: expected true or false, got 'yes'"),
+    (["--attention_type", "dba", "--local_window", "4", "--shared_normaliser", "true"],
+     "shared_normaliser=True: it must be None for attention_type='dba': only a kernelized mechanism can share"),
     (["--attention_type", "local", "--local_window", "1"], "local_window=1: it must be an integer >= 2"),
 ])
 def test_the_window_is_refused_in_one_line(options, message, capsys, tmp_path, source):
     assert message in convert_refusal(capsys, tmp_path, source, *options)
+
+
+@pytest.mark.parametrize("value, shared", [("true", True), ("false", False)])
+def test_shared_normaliser_on_the_command_line_is_the_models(value, shared, tmp_path, source):
+    """``--shared_normaliser`` sets the model's own setting: saved in ``config.json``, it picks the composition."""
+    cli.main(["convert", source, "--attention_type", "kerformer", "--local_window", "4", "--shared_normaliser", value,
+              "--output_dir", str(tmp_path / "out")])
+    model = hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path / "out")
+    assert model.config.shared_normaliser is shared
+    assert model.encoder.layer[0].attention.self.shares_normaliser is shared
 
 
 @pytest.mark.parametrize("option, value", [("window_dropout", "0.2"), ("mechanism_weight_learning_rate", "0.1")])

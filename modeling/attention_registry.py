@@ -81,19 +81,30 @@ def register_composition(join: str):
 
     def decorate(cls: type) -> type:
         registered(_COMPOSITIONS, join, cls, "composition")
+        cls.composition = cls
         return cls
 
     return decorate
 
 
 def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
-    """``mechanism`` composed with the local part that ``local`` declares: ``<Mechanism>With<Part>``, the composition
-    (:func:`composition_of`) first, then the mechanism; one class per triple."""
-    composition, part = _COMPOSITIONS[composition_of(mechanism, local)], _LOCAL_PARTS[local.kind]
+    """``mechanism`` composed with the local part that ``local`` declares (:func:`composition_of` joins them)."""
+    return composed_class(_COMPOSITIONS[composition_of(mechanism, local)], _LOCAL_PARTS[local.kind], mechanism)
+
+
+def composed_class(composition: type, part: type, mechanism: type[EfficientAttention]) -> type[EfficientAttention]:
+    """The class of ``mechanism`` beside the local ``part`` by ``composition``: ``<Mechanism>With<Part>``, the
+    composition first, then the mechanism; one class per triple, built at run time."""
     if (composition, part, mechanism) not in _HYBRIDS:
-        _HYBRIDS[composition, part, mechanism] = type(f"{mechanism.__name__}With{part.__name__}",
-                                                      (composition, mechanism), {"local_part_class": part})
+        _HYBRIDS[composition, part, mechanism] = type(f"{mechanism.__name__}With{part.__name__}", (
+            composition, mechanism), {"local_part_class": part, "mechanism_class": mechanism})
     return _HYBRIDS[composition, part, mechanism]
+
+
+def empty_hybrid(composition: type, part: type, mechanism: type[EfficientAttention]) -> EfficientAttention:
+    """An instance of :func:`composed_class`'s class, not initialised: what unpickling a hybrid starts from."""
+    cls = composed_class(composition, part, mechanism)
+    return cls.__new__(cls)
 
 
 def composition_of(mechanism: type[EfficientAttention], local: LocalPartSettings) -> str:
@@ -107,6 +118,16 @@ def registered(registry: dict, name: str, cls: type, kind: str) -> None:
         raise ValueError(f"The name {name!r} is already registered, for the {kind} {registry[name].__name__}: "
                          "choose another name.")
     registry[name] = cls
+
+
+def put_first(names: list[str]) -> None:
+    """Order the registry with ``names`` first, in that order, the others after them in registration order: the
+    built-in mechanisms in ``attentions.py``'s order, whichever module a program imported first."""
+    for registry in (_REGISTRY, _SETTINGS):
+        ordered = {name: registry[name] for name in names if name in registry}
+        rest = {name: cls for name, cls in registry.items() if name not in ordered}
+        registry.clear()
+        registry.update({**ordered, **rest})
 
 
 def list_attentions() -> list[str]:

@@ -8,10 +8,10 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import (
     build_attention, build_settings, describe_attention, get_attention_class, get_settings_class, list_attentions,
-    register_attention, register_composition, register_local_part, register_settings,
+    put_first, register_attention, register_composition, register_local_part, register_settings,
 )
-# Registration order is the order of ``list_attentions()``: the four papers, then the baselines, then the local part
-# alone; then the local parts, which the encoder layer composes beside a mechanism.
+# The order of ``list_attentions()`` (put_first, below): the four papers, then the baselines, then the local part
+# alone; then the local parts and their compositions, which the encoder layer builds beside a mechanism.
 from .attention_singular import SingularformerAttention, SingularformerSettings  # isort: skip
 from .attention_kerformer import KerformerAttention, KerformerSettings  # isort: skip
 from .attention_dba import DBAAttention, DBASettings  # isort: skip
@@ -28,6 +28,11 @@ from .local_window import LocalWindow  # isort: skip
 from .local_blocks import LocalBlocks  # isort: skip
 from .shared_normaliser import SharedNormaliserAttention  # isort: skip
 from .local_settings import LocalPartSettings  # isort: skip
+
+put_first([cls.name for cls in (
+    SingularformerAttention, KerformerAttention, DBAAttention, PSFAttention, EagerAttention, SdpaAttention,
+    LinearAttention, PerformerAttention, NystromformerAttention, LinformerAttention, CosformerAttention, LocalAttention,
+)])
 
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",

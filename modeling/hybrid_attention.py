@@ -32,7 +32,7 @@ from torch import nn
 from transformers import initialization as init
 
 from .attention_base import AttentionOutput, EfficientAttention
-from .attention_registry import register_composition
+from .attention_registry import empty_hybrid, register_composition
 from .attention_settings import AttentionSettings
 from .local_settings import LocalPartSettings
 from .masking import RankOrder, at_least_float32, masked_softmax
@@ -118,6 +118,8 @@ class HybridAttention(EfficientAttention):
     with the gate. Built by ``build_attention`` as ``hybrid_class``'s class, with the model's ``local`` part."""
 
     local_part_class: ClassVar[type[LocalPart]]
+    mechanism_class: ClassVar[type[EfficientAttention]]
+    composition: ClassVar[type[HybridAttention]]  # the registered class this one composes with
     uses_query_key = True  # the part attends with the query and key projections
     shares_normaliser: ClassVar[bool] = False
 
@@ -129,6 +131,10 @@ class HybridAttention(EfficientAttention):
         self.window = self.local_part_class(num_heads, local.size, local.global_tokens,
                                             mechanism_weight=local.gate_start(role))
         self.parts = "both"  # or "window" / "mechanism" alone (see :meth:`exact_forward`)
+
+    def __reduce_ex__(self, protocol):
+        """Pickled by the three classes its class is built from at run time, and its state."""
+        return empty_hybrid, (self.composition, self.local_part_class, self.mechanism_class), self.__getstate__()
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         """``self.parts`` chooses what runs: ``"both"`` (the default), ``"window"`` (the mechanism's part switched

@@ -268,3 +268,30 @@ def test_a_mechanism_weight_that_is_no_number_is_caught_and_named():
         model.encoder.layer[1].attention.self.window.mechanism_logit[3] = math.nan
     with pytest.raises(FloatingPointError, match="of layer 1 .*lower the learning rate"):
         check_mechanism_weights(model)
+
+
+PICKLED_HYBRID = """
+import pickle, sys, torch
+model, ids, expected = pickle.loads(sys.stdin.buffer.read())
+assert torch.equal(model(ids).last_hidden_state, expected)
+print(type(model.encoder.layer[0].attention.self).__name__)
+"""
+
+
+@pytest.mark.parametrize("part", [{"local_window": 8}, {"local_block": 8, "shared_normaliser": True}])
+def test_a_hybrid_model_pickles_and_loads_in_a_fresh_process(part):
+    """Its attention classes are built at run time: pickled by the classes they are built from (``torch.save`` of a
+    whole model, multiprocessing), they load where none was built yet, with the same outputs."""
+    import pickle
+    import subprocess
+    import sys
+
+    model = hf_effattn.create_model("roberta-base/kerformer", num_hidden_layers=1, hidden_size=32,
+                                    num_attention_heads=2, intermediate_size=32, **part).eval()
+    ids = torch.randint(3, 100, (1, 12))
+    with torch.no_grad():
+        expected = model(ids).last_hidden_state
+    result = subprocess.run([sys.executable, "-c", PICKLED_HYBRID], input=pickle.dumps((model, ids, expected)),
+                            capture_output=True, timeout=300)
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    assert result.stdout.decode().strip() == type(model.encoder.layer[0].attention.self).__name__

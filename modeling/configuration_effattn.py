@@ -1,32 +1,24 @@
-"""Configurations of the efficient-attention encoders: RoBERTa's and ViT's, plus the attention mechanism.
+"""Configurations of the efficient-attention encoders: RoBERTa's and ViT's, plus the attention.
 
 Both add these fields, saved in ``config.json``:
 
 * ``attention_type``: a registered mechanism (``list_attentions()``), default ``"sdpa"`` (exact softmax
   attention, the arithmetic of the Transformers classes).
-* ``attention_config``: a dict of that mechanism's settings. Missing keys take the paper defaults; the
-  stored dict is always complete, so a saved model does not depend on later changes of defaults.
-* the exact local part beside the mechanism, declared once for the model (``local_settings.py``):
-  ``local_window`` or ``local_block``, ``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``,
-  ``shared_normaliser``; ``config.local_part`` reads them as one ``LocalPartSettings`` (None without one). Given
-  inside ``attention_config`` (as folders saved before 0.3 keep them), they are moved out.
+* ``attention_config``: a dict of that mechanism's settings, stored complete (missing keys take the paper
+  defaults), so that a saved model does not depend on later changes of defaults.
+* the exact local part beside the mechanism, the model's own (``local_settings.py``): ``local_window`` or
+  ``local_block``, ``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``, ``shared_normaliser``;
+  ``config.local_part`` reads them as one (None without one). Given inside ``attention_config``, as folders saved
+  before 0.3 keep them, they are moved out.
 
-Both are validated when the config is built, from keyword arguments or from a ``config.json``: an unknown type
-lists the known ones, each mechanism setting is checked against its declared type and range
-(``attention_base``), and one that does not fit the model's shape (width, heads, maximum length) names the
-setting and what is allowed. So are the config values the models rely on (``CONFIG_SPECS``, plus each family's
-own): sizes are positive integers, the heads divide the width, dropout probabilities lie in [0, 1], flags are
-real bools, and the maximum length below leaves room for at least one token.
+All are checked when the config is built, from keyword arguments or a ``config.json``, each error naming the value
+and what is allowed: the mechanism's settings against their declared ranges and the model's shape, the local part
+against the mechanism and the maximum length, and the config values the models rely on (``CONFIG_SPECS``, plus
+each family's own).
 
-The mechanisms' maximum length (``attention_max_length``) is the longest input the embeddings can
-position: for RoBERTa ``max_position_embeddings - pad_token_id - 1`` (positions start at
-``pad_token_id + 1``), for BERT-style positions (``roberta_positions=False``) ``max_position_embeddings``,
-for ViT the number of patches plus the [CLS] token.
-
-A model loaded with a larger input size than its checkpoint's (``from_pretrained(..., max_length=N)`` for text,
-``image_size=S`` for ViT: the config's ``size_argument``) is loaded at the checkpoint's size and then extended
-(``position_extension``); :meth:`EffAttnConfigMixin.resized` and :meth:`~EffAttnConfigMixin.check_extends` give
-the configs of both sizes and refuse a smaller one.
+The maximum length (``attention_max_length``) is the longest input the embeddings can position: for RoBERTa
+``max_position_embeddings - pad_token_id - 1`` (positions start at ``pad_token_id + 1``), for BERT-style positions
+(``roberta_positions=False``) ``max_position_embeddings``, for ViT the number of patches plus the [CLS] token.
 """
 
 from __future__ import annotations

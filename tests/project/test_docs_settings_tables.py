@@ -9,12 +9,14 @@ says so."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import re
 from pathlib import Path
 
 import pytest
 
 import hf_effattn
+from hf_effattn.modeling.local_settings import LocalPartSettings
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 HEADER = re.compile(r"^\| `([a-z_]+)` setting \| Allowed values \| Default \| What it does \|$")
@@ -41,27 +43,25 @@ def settings_tables() -> dict[str, list[tuple[str, str, str]]]:
     return tables
 
 
-def declared(name: str) -> list[tuple[str, str, str]]:
-    """What the code declares: ``(setting, Spec.describe(), repr(default))`` per field, in order; the local
-    window's settings, which every mechanism inherits, only where the mechanism declares them anew (they have a
-    table of their own on the local-window page)."""
-    fields = dataclasses.fields(hf_effattn.get_attention_class(name).settings_class)
-    return [described(field) for field in fields if described(field) not in WINDOW_SETTINGS]
+def declared(settings_class: type) -> list[tuple[str, str, str]]:
+    """What the code declares: ``(setting, Spec.describe(), repr(default))`` per field, in order."""
+    return [described(field) for field in dataclasses.fields(settings_class)]
 
 
 def described(field) -> tuple[str, str, str]:
     return field.name, field.metadata["spec"].describe(), repr(field.default)
 
 
-WINDOW_SETTINGS = [described(field) for field in dataclasses.fields(hf_effattn.AttentionSettings)]
-WITH_SETTINGS = [name for name in hf_effattn.list_attentions() if declared(name)]
+WITH_SETTINGS = [name for name in hf_effattn.list_attentions() if declared(hf_effattn.get_attention_class(name).settings_class)]
 
 
-def test_window_settings_table_equals_the_declarations():
+def test_the_local_part_settings_table_equals_the_declarations():
+    """The model's local part (``local_settings.py``), on the local-window page, every row and no other."""
     lines = (DOCS / "local-window.md").read_text().splitlines()
-    start = lines.index("| Window setting | Allowed values | Default | What it does |")
-    rows = [ROW.match(line).groups() for line in lines[start + 2:start + 2 + len(WINDOW_SETTINGS)]]
-    assert [(name, allowed.strip(), default) for name, allowed, default in rows] == WINDOW_SETTINGS
+    start = lines.index("| Local-part setting | Allowed values | Default | What it does |")
+    table = itertools.takewhile(lambda line: line.startswith("|"), lines[start + 2:])
+    rows = [ROW.match(line).groups() for line in table]
+    assert [(name, allowed.strip(), default) for name, allowed, default in rows] == declared(LocalPartSettings)
 
 
 def test_only_registered_mechanisms_have_tables():
@@ -71,6 +71,6 @@ def test_only_registered_mechanisms_have_tables():
 @pytest.mark.parametrize("name", WITH_SETTINGS)
 def test_settings_table_equals_the_declarations(name):
     rows = [(setting, allowed.strip(), default) for setting, allowed, default in settings_tables().get(name, [])]
-    expected = declared(name)
+    expected = declared(hf_effattn.get_attention_class(name).settings_class)
     table = "\n".join(f"| `{setting}` | {allowed} | `{default}` | ... |" for setting, allowed, default in expected)
     assert rows == expected, f"The settings table of {name!r} should read (first three columns):\n{table}"

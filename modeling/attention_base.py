@@ -45,6 +45,7 @@ from torch import nn
 from .attention_settings import AttentionSettings, check_heads
 from .fast_paths import run_fast, takes_fast_path
 
+
 @dataclass
 class AttentionOutput:
     """What a mechanism returns; shapes are given in the module docstring."""

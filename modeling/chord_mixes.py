@@ -67,7 +67,7 @@ class ChordLinkMix(torch.autograd.Function):
 
 
 def cyclic_chord_mix(values: torch.Tensor, weights: torch.Tensor, rows: torch.Tensor, offsets: list[int],
-                      link_mix=ChordLinkMix.apply) -> torch.Tensor:
+                     link_mix=ChordLinkMix.apply) -> torch.Tensor:
     """``link_mix`` (:class:`ChordLinkMix`) of ``values [B, N, C]`` (rank order) repeated cyclically over each
     sequence's real length by ``rows`` (:func:`circular_rows`, window ``max(offsets)``) and ``weights [B, N, K]``
     -> ``[B, N, C]``."""

@@ -37,6 +37,7 @@ from .attention_settings import AttentionSettings
 from .local_settings import LocalPartSettings
 from .masking import RankOrder, at_least_float32, masked_softmax
 
+
 class LocalOutput(NamedTuple):
     """``context [B, h, N, d]`` (token positions), ``global_rows [B or 1, N]`` (True at the global tokens, whose
     rows are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
@@ -111,6 +112,7 @@ class LocalPart(nn.Module):
         scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
         allowed = self.dense_allowed(order, query.shape[2], query.device)
         return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
+
 
 @register_composition("mixed")
 class HybridAttention(EfficientAttention):

@@ -81,6 +81,7 @@ class KernelAttention(EfficientAttention):
                                                    output_attentions)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
 
+
 def terms_over_every_key(query, dropped, keys, values, summary_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``
     from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past ``summary_chunk`` tokens the

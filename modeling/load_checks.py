@@ -73,10 +73,8 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
     if (saved_type, saved_local) == (requested_type, requested_local) \
             and build_settings(saved_type, saved_settings) == build_settings(requested_type, requested_settings):
         return
-    described = [f"attention_type={kind!r}, attention_config={settings}" + "".join(f", {k}={v!r}"
-                                                                                 for k, v in local.items())
-                 for kind, settings, local in ((saved_type, saved_settings, saved_local),
-                                               (requested_type, requested_settings, requested_local))]
+    described = [described_attention(saved_type, saved_settings, saved_local),
+                 described_attention(requested_type, requested_settings, requested_local)]
     if not convert_attention:
         raise ValueError(
             f"{path} was saved with {described[0]}, but {described[1]} was asked for: its attention weights "
@@ -86,6 +84,12 @@ def check_same_attention(source: dict, config, path, convert_attention: bool) ->
         )
     dropped = dropped_local_part(saved_local, requested_local)
     logger.warning(f"Converting {path} from {described[0]} to {described[1]}.{dropped}")
+
+
+def described_attention(attention_type: str, settings: dict | None, local: dict) -> str:
+    """``attention_type=..., attention_config=...`` and the local part's settings, as a load names an attention."""
+    return f"attention_type={attention_type!r}, attention_config={settings}" + "".join(
+        f", {name}={value!r}" for name, value in local.items())
 
 
 def dropped_local_part(saved: dict, requested: dict) -> str:

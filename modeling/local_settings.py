@@ -174,4 +174,3 @@ def merge_local_settings(given: dict, other: dict, given_as: str = "{name}={valu
 def same_value(first, second) -> bool:
     """Whether two values of a setting are one answer: equal, or both NaN (which is unequal to itself)."""
     return first == second or (first != first and second != second)
-

@@ -92,7 +92,7 @@ def window_beside_kernel(window, query, key, value, query_features, key_features
     denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
     context = numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
     context = window.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
-                                       mechanism.dropout)
+                                      mechanism.dropout)
     return order.to_positions(context)
 
 
@@ -169,7 +169,7 @@ def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_fea
     weight = weight.to(numerator.dtype)
     # ((1 - sigma) exact + sigma numerator) / ((1 - sigma) + sigma normaliser), in two fused operations
     context = torch.lerp(exact.to(numerator.dtype), numerator, weight) / torch.addcmul(1 - weight, weight,
-                                                                                        normaliser)
+                                                                                       normaliser)
     context = blocks_part.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
                                            dropout)
     return order.to_positions(context)
@@ -191,10 +191,6 @@ def dense_shared_attention(part, query, key, query_features, key_features, order
     mechanism = ~allowed if outside else ~global_rows
     terms = (1 - weight) * exact + weight * (query_features @ key_features.transpose(-1, -2)) * mechanism
     return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)
-
-def dense_exact_terms(self, scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """What each exact key adds to the shared normaliser, from ``scores [..., N]`` and ``allowed``."""
-    raise NotImplementedError
 
 
 # The equation and the exact terms of each kind of local part (``LocalPartSettings.kind``).

@@ -34,7 +34,7 @@ from .local_settings import (
 _SETTINGS: dict[str, type[AttentionSettings]] = {}
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
 _LOCAL_PARTS: dict[str, type] = {}  # kind -> the exact local part (``hybrid_attention.LocalPart``)
-_COMPOSITIONS: dict[str, type] = {}  # "mixed", "shared" -> how a mechanism joins it (``hybrid_attention.py``)
+_COMPOSITIONS: dict[tuple[str, str | None], type] = {}  # (join, kind or None: any) -> how a mechanism joins a part
 _HYBRIDS: dict[tuple[type, type, type], type] = {}  # (composition, part, mechanism) -> their class, built once
 
 
@@ -75,12 +75,13 @@ def register_local_part(kind: str):
     return decorate
 
 
-def register_composition(join: str):
+def register_composition(join: str, kind: str | None = None):
     """Class decorator adding a composition of a mechanism and its local part (a ``hybrid_attention.HybridAttention``)
-    under ``join``: ``"mixed"``, or ``"shared"`` for a kernelized mechanism under the part's normaliser."""
+    under ``join`` (``"mixed"``, or ``"shared"`` for a kernelized mechanism under the part's normaliser), for the
+    parts of ``kind`` (None: any)."""
 
     def decorate(cls: type) -> type:
-        registered(_COMPOSITIONS, join, cls, "composition")
+        registered(_COMPOSITIONS, (join, kind), cls, "composition")
         cls.composition = cls
         return cls
 
@@ -88,8 +89,15 @@ def register_composition(join: str):
 
 
 def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
-    """``mechanism`` composed with the local part that ``local`` declares (:func:`composition_of` joins them)."""
-    return composed_class(_COMPOSITIONS[composition_of(mechanism, local)], _LOCAL_PARTS[local.kind], mechanism)
+    """``mechanism`` composed with the local part that ``local`` declares (:func:`composition_for`)."""
+    return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
+
+
+def composition_for(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type:
+    """The composition that joins ``mechanism`` to the local part ``local``: under the part's normaliser where it
+    shares it, else mixed; the one registered for the part's kind, else for any."""
+    join = "shared" if local.shares_normaliser(mechanism.settings_class.local_part_role) else "mixed"
+    return _COMPOSITIONS.get((join, local.kind)) or _COMPOSITIONS[join, None]
 
 
 def composed_class(composition: type, part: type, mechanism: type[EfficientAttention]) -> type[EfficientAttention]:
@@ -105,11 +113,6 @@ def empty_hybrid(composition: type, part: type, mechanism: type[EfficientAttenti
     """An instance of :func:`composed_class`'s class, not initialised: what unpickling a hybrid starts from."""
     cls = composed_class(composition, part, mechanism)
     return cls.__new__(cls)
-
-
-def composition_of(mechanism: type[EfficientAttention], local: LocalPartSettings) -> str:
-    """How ``mechanism`` joins the local part ``local``: ``"shared"`` under its normaliser, else ``"mixed"``."""
-    return "shared" if local.shares_normaliser(mechanism.settings_class.local_part_role) else "mixed"
 
 
 def registered(registry: dict, name: str, cls: type, kind: str) -> None:

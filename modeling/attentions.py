@@ -26,7 +26,7 @@ from .local_attention import LocalAttention, LocalSettings  # isort: skip
 from .hybrid_attention import HybridAttention, LocalPart  # isort: skip
 from .local_window import LocalWindow  # isort: skip
 from .local_blocks import LocalBlocks  # isort: skip
-from .shared_normaliser import SharedNormaliserAttention  # isort: skip
+from .shared_normaliser import SharedNormaliserBesideBlocks, SharedNormaliserBesideWindow  # isort: skip
 from .local_settings import LocalPartSettings  # isort: skip
 
 put_first([cls.name for cls in (
@@ -43,5 +43,5 @@ __all__ = [
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",
     "NystromformerSettings", "LinformerAttention", "LinformerSettings", "CosformerAttention", "CosformerSettings",
     "LocalAttention", "LocalSettings", "HybridAttention", "LocalPart", "LocalPartSettings", "LocalWindow",
-    "LocalBlocks", "SharedNormaliserAttention", "register_composition",
+    "LocalBlocks", "SharedNormaliserBesideBlocks", "SharedNormaliserBesideWindow", "register_composition",
 ]

@@ -14,7 +14,8 @@ register by kind (``register_local_part``): the sliding window (``local_window.p
       out = (1 - sigma) local(x) + sigma mechanism(x)
 
 * ``"shared"``, for a kernelized mechanism with the model's ``shared_normaliser`` in force (by default beside a
-  window): the part's exact softmax terms and the mechanism's under one normaliser (``shared_normaliser.py``).
+  window): the part's exact softmax terms and the mechanism's under one normaliser (``shared_normaliser.py``, one
+  composition for each kind of part).
 
 With the ``local`` attention (``local_attention.py``) the part is the whole attention, with no gate.
 

@@ -288,7 +288,7 @@ def generated_files(config, model_classes: list[type]) -> dict[str, str]:
     """File name -> source of the remote code of a model of ``model_classes`` (one family's, as ``auto_map`` names
     them) configured by ``config`` (its mechanism and its local part): ``configuration_effattn.py`` and the family's
     modeling file."""
-    from .attention_registry import _COMPOSITIONS, _LOCAL_PARTS, composition_of
+    from .attention_registry import _LOCAL_PARTS, composition_for
     from .attentions import get_attention_class, get_settings_class
 
     config_class, attention_type, local = type(config), config.attention_type, config.local_part
@@ -303,7 +303,7 @@ def generated_files(config, model_classes: list[type]) -> dict[str, str]:
     model_roots = {cls.__name__ for cls in model_classes} | {get_attention_class(attention_type).__name__} | prelude
     if local is not None:
         mechanism = get_attention_class(attention_type)
-        model_roots |= {_LOCAL_PARTS[local.kind].__name__, _COMPOSITIONS[composition_of(mechanism, local)].__name__}
+        model_roots |= {_LOCAL_PARTS[local.kind].__name__, composition_for(mechanism, local).__name__}
     shared = config_names - prelude  # each file checks the version itself: a tool may import the modeling file alone
     model_kept = [d for d in reachable(model_modules, model_roots, shared) if not d.binds & shared]
     used = set().union(*(d.uses | d.annotated for d in model_kept))

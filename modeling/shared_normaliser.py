@@ -24,6 +24,7 @@ all blocks, with no product inside a block.
 from __future__ import annotations
 
 import math
+from typing import Callable, ClassVar
 
 import torch
 
@@ -34,12 +35,14 @@ from .local_blocks import AlignedBlocks, block_softmax
 from .masking import RankOrder, at_least_float32
 
 
-@register_composition("shared")
 class SharedNormaliserAttention(HybridAttention):
     """A kernelized mechanism beside its local part under one normaliser (the module docstring); one part alone, or
-    the part alone for a layer without a gate, as the mixed composition runs it."""
+    the part alone for a layer without a gate, as the mixed composition runs it. A subclass for each kind of part
+    gives its equation (``beside_kernel``) and the exact terms of its ``[B, h, N, N]`` matrix (``exact_terms``)."""
 
     shares_normaliser = True
+    beside_kernel: ClassVar[Callable[..., torch.Tensor]]
+    exact_terms: ClassVar[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
         if self.parts == "both" and self.window.initial_mechanism_weight is not None:
@@ -54,13 +57,13 @@ class SharedNormaliserAttention(HybridAttention):
         query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
         with torch.autocast(value.device.type, enabled=False):  # sums over N tokens overflow half precision
-            context = BESIDE_KERNEL[self.local.kind](self.window, query, key, value, query_features, key_features,
-                                                     padding_mask, weight, self)
+            context = self.beside_kernel(self.window, query, key, value, query_features, key_features, padding_mask,
+                                         weight, self)
         attentions = None
         if output_attentions:
             order = RankOrder(padding_mask, query.shape[0], query.shape[2], query.device)
-            attentions = dense_shared_attention(self.window, query, key, query_features, key_features, order, weight,
-                                                self.mechanism_outside_window)
+            attentions = dense_shared_attention(self.window, self.exact_terms, query, key, query_features,
+                                                key_features, order, weight, self.mechanism_outside_window)
         return AttentionOutput(self.merge_heads(context), attentions=attentions)
 
 
@@ -180,19 +183,30 @@ def block_probabilities(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Te
     return torch.softmax(at_least_float32(scores).masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
 
 
-def dense_shared_attention(part, query, key, query_features, key_features, order: RankOrder, weight,
+def dense_shared_attention(part, exact_terms, query, key, query_features, key_features, order: RankOrder, weight,
                            outside: bool) -> torch.Tensor:
     """The ``[B, h, N, N]`` matrix that the local ``part`` and the mechanism apply under one normaliser (for
     ``output_attentions`` only), from the projections and features ``[B, h, N, *]`` in token positions (key features
-    zero at pads)."""
+    zero at pads); ``exact_terms``: scores and the exact pairs -> what each exact key adds to the normaliser."""
     allowed = part.dense_allowed(order, query.shape[2], query.device)
-    exact = EXACT_TERMS[type(part).kind](query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
+    exact = exact_terms(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
     global_rows = part.global_rows(order, query.shape[2], query.device)[:, None, :, None]  # exact over every key
     mechanism = ~allowed if outside else ~global_rows
     terms = (1 - weight) * exact + weight * (query_features @ key_features.transpose(-1, -2)) * mechanism
     return (terms / terms.sum(-1, keepdim=True).clamp_min(torch.finfo(terms.dtype).tiny)).to(query.dtype)
 
 
-# The equation and the exact terms of each kind of local part (``LocalPartSettings.kind``).
-BESIDE_KERNEL = {"window": window_beside_kernel, "blocks": blocks_beside_kernel}
-EXACT_TERMS = {"window": exact_weights, "blocks": block_probabilities}
+@register_composition("shared", "window")
+class SharedNormaliserBesideWindow(SharedNormaliserAttention):
+    """Under one normaliser with a sliding window: :func:`window_beside_kernel`."""
+
+    beside_kernel = staticmethod(window_beside_kernel)
+    exact_terms = staticmethod(exact_weights)
+
+
+@register_composition("shared", "blocks")
+class SharedNormaliserBesideBlocks(SharedNormaliserAttention):
+    """Under one normaliser with aligned blocks: :func:`blocks_beside_kernel`."""
+
+    beside_kernel = staticmethod(blocks_beside_kernel)
+    exact_terms = staticmethod(block_probabilities)

@@ -98,7 +98,9 @@ def remote_code_files(folder) -> dict[str, str]:
     return {path.name: path.read_text() for path in folder.glob("*.py")}
 
 
-LOCAL_PART_CLASSES = ("LocalPart", "LocalWindow", "LocalBlocks", "HybridAttention", "SharedNormaliserAttention")
+LOCAL_PART_CLASSES = ("LocalPart", "LocalWindow", "LocalBlocks", "HybridAttention", "SharedNormaliserAttention",
+                      "SharedNormaliserBesideWindow", "SharedNormaliserBesideBlocks")
+SHARED = {"HybridAttention", "SharedNormaliserAttention"}  # the bases of a composition under one normaliser
 
 
 def local_part_classes(code: str) -> set[str]:
@@ -108,8 +110,8 @@ def local_part_classes(code: str) -> set[str]:
 
 @pytest.mark.parametrize("local_part, expected", [
     ({"local_block": 4}, {"LocalPart", "LocalBlocks", "HybridAttention"}),
-    ({"local_block": 4, "shared_normaliser": True}, {"LocalPart", "LocalBlocks", "HybridAttention",
-                                                     "SharedNormaliserAttention"}),
+    ({"local_block": 4, "shared_normaliser": True}, {"LocalPart", "LocalBlocks", "SharedNormaliserBesideBlocks",
+                                                     *SHARED}),
     ({"local_window": 4, "shared_normaliser": False}, {"LocalPart", "LocalWindow", "HybridAttention"}),
 ], ids=["blocks-mixed", "blocks-shared", "window-mixed"])
 def test_a_folder_carries_the_code_of_its_own_local_part_only(tmp_path, local_part, expected):
@@ -142,7 +144,7 @@ def test_a_saved_folder_carries_one_configuration_and_one_modeling_file(tmp_path
         assert not [other for other in others if f"class {other.__name__}(" in code]
         assert not [name for name in ("def plan_load", "def from_plan", "def extend_max_length", "def generated_files",
                                       "def log_loading_report") if name in code]
-        assert local_part_classes(code) == ({"LocalPart", "LocalWindow", "HybridAttention", "SharedNormaliserAttention"}
+        assert local_part_classes(code) == ({"LocalPart", "LocalWindow", "SharedNormaliserBesideWindow", *SHARED}
                                             if settings else set())  # a kerformer window: under one normaliser
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
         "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf_home"), "OMP_NUM_THREADS": "1"}

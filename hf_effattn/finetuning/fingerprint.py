@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import json
 
+from ..modeling.local_settings import LOCAL_PART_SETTINGS
+
 NOT_IN_FINGERPRINT = frozenset({
     # where and when the run saves, and how it stops, resumes and publishes
     "output_dir", "overwrite_output_dir", "checkpointing_steps", "resume_from_checkpoint", "stop_after_steps",
@@ -51,13 +53,13 @@ def model_fingerprint(name_or_path: str) -> dict | None:
 
 def model_shape(config_dict: dict) -> dict:
     """What of a model's ``config.json`` fixes its weights' shapes and what they compute: every integer (or list of
-    integers) and its attention."""
+    integers) and its attention, the local part's settings included."""
     def is_size(value) -> bool:
         values = value if isinstance(value, list) else [value]
         return all(isinstance(item, int) and not isinstance(item, bool) for item in values)
 
     return {key: value for key, value in sorted(config_dict.items())
-            if is_size(value) or key in ("attention_type", "attention_config")}
+            if is_size(value) or key in ("attention_type", "attention_config", *LOCAL_PART_SETTINGS)}
 
 
 def settings_fingerprint(args, accelerator) -> dict:

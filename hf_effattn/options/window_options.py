@@ -8,11 +8,9 @@ from __future__ import annotations
 import argparse
 
 from .argument_types import non_negative_int, open_interval, positive_int
-from ..modeling.local_settings import merge_local_settings, split_local_settings
+from ..modeling.local_settings import LOCAL_PART_SETTINGS, merge_local_settings, split_local_settings
 
 CHECKPOINT_BLOCK = "checkpoint"  # --local_block without S: the checkpoint's own length
-LOCAL_PART_OPTIONS = ("local_window", "local_block", "global_tokens", "local_window_every", "initial_mechanism_weight",
-                      "shared_normaliser")
 BOOLEANS = {"true": True, "false": False}
 
 
@@ -35,7 +33,7 @@ def local_part_options(options: argparse.Namespace) -> dict:
     blocks of ``--local_block`` without S resolved to the checkpoint's own length (:func:`checkpoint_block`, of
     ``options.checkpoint`` or ``options.model_name_or_path``); one given with another value inside
     ``--attention_config`` too raises."""
-    given = {name: value for name in LOCAL_PART_OPTIONS if (value := getattr(options, name)) is not None}
+    given = {name: value for name in LOCAL_PART_SETTINGS if (value := getattr(options, name)) is not None}
     if given.get("local_block") == CHECKPOINT_BLOCK:
         given["local_block"] = checkpoint_block(getattr(options, "checkpoint", None) or options.model_name_or_path)
     merge_local_settings(given, split_local_settings(options.attention_config)[1], given_as="--{name} {value}",

@@ -160,6 +160,10 @@ def test_a_trainer_resume_whose_checkpoint_has_another_window_is_refused(tmp_pat
     _, options = trainer_script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16"))
     # the same model: resumes
     trainer_script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))
+    _, options = trainer_script.parse_args(trainer_argv(tmp_path / "out", "--local_window", "16",
+                                                        "--shared_normaliser", "false"))
+    with pytest.raises(ValueError, match="shared_normaliser: null in the checkpoint, false now"):
+        trainer_script.check_trainer_resume(str(checkpoint), classifier_config(options, "text"))
 
 
 def test_run_trainer_takes_window_dropout_and_names_the_options_it_does_not_take(tmp_path):

@@ -194,17 +194,28 @@ def build_attention(
     ``local_settings.py``) where layer ``layer_idx`` has it (``hybrid_attention.py``); ``kwargs``: ``max_length``,
     ``layer_idx``, ``attention_dropout``, ``qkv_bias``. The local part's settings may also be given among ``settings``,
     as folders saved before 0.3 keep them."""
-    own, legacy = split_local_settings(settings) if isinstance(settings, Mapping) else (settings, {})
-    settings = build_settings(name, own)
     if local is None or isinstance(local, Mapping):  # given here, checked here (a config's, by the config)
-        local = local_part_settings(merge_local_settings(dict(local or {}), legacy), settings.local_part_role)
-        if local is not None:
-            local.check(name, settings.local_part_role, kwargs.get("max_length"))
+        settings, local = resolved_attention(name, settings, local, kwargs.get("max_length"))
+    else:
+        settings = build_settings(name, settings)
     cls = get_attention_class(name)
     if local is not None and local.in_layer(kwargs.get("layer_idx", 0)):
         cls = hybrid_class(cls, local)
         kwargs["local"] = local
     return cls(hidden_size, num_heads, settings, **kwargs)
+
+
+def resolved_attention(name: str, settings: dict[str, Any] | AttentionSettings | None, local: dict[str, Any] | None,
+                       max_length: int | None) -> tuple[AttentionSettings, LocalPartSettings | None]:
+    """Mechanism ``name``'s settings and the local part beside it (None without one), each checked, the part against
+    the mechanism and ``max_length``: from ``settings`` and the part's settings ``local`` (name -> value; a default
+    counts as not given), which may also stand among ``settings``, as folders saved before 0.3 keep them."""
+    own, legacy = split_local_settings(settings) if isinstance(settings, Mapping) else (settings, {})
+    settings = build_settings(name, own)
+    part = local_part_settings(merge_local_settings(dict(local or {}), legacy), settings.local_part_role)
+    if part is not None:
+        part.check(name, settings.local_part_role, max_length)
+    return settings, part
 
 
 def describe_attention(name: str) -> dict[str, Any]:

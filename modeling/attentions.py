@@ -8,7 +8,7 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .attention_settings import AttentionSettings, setting
 from .attention_registry import (
     build_attention, build_settings, describe_attention, get_attention_class, get_settings_class, list_attentions,
-    put_first, register_attention, register_composition, register_local_part, register_settings,
+    put_first, register_attention, register_composition, register_local_part, register_settings, resolved_attention,
 )
 # The order of ``list_attentions()`` (put_first, below): the four papers, then the baselines, then the local part
 # alone; then the local parts and their compositions, which the encoder layer builds beside a mechanism.
@@ -37,7 +37,7 @@ put_first([cls.name for cls in (
 __all__ = [
     "AttentionOutput", "AttentionSettings", "EfficientAttention", "build_attention", "build_settings",
     "describe_attention", "get_attention_class", "get_settings_class", "list_attentions", "register_attention",
-    "register_local_part", "register_settings", "setting",
+    "register_local_part", "register_settings", "resolved_attention", "setting",
     "DBAAttention", "DBASettings", "KerformerAttention", "KerformerSettings", "PSFAttention", "PSFSettings",
     "SingularformerAttention", "SingularformerSettings", "EagerAttention", "SdpaAttention",
     "LinearAttention", "LinearSettings", "PerformerAttention", "PerformerSettings", "NystromformerAttention",

@@ -31,7 +31,7 @@ from .supported_versions import SUPPORTED_TRANSFORMERS  # noqa: F401, I001 - fir
 from transformers import RobertaConfig, ViTConfig
 
 from .attention_settings import check_heads
-from .attentions import build_settings, get_settings_class
+from .attentions import get_settings_class, resolved_attention
 from .local_settings import (
     LOCAL_PART_DEFAULTS, LOCAL_PART_SETTINGS, LocalPartSettings, local_part_settings, merge_local_settings, same_value,
     split_local_settings,
@@ -153,13 +153,10 @@ class EffAttnConfigMixin:
         for name, spec in {**CONFIG_SPECS, **self.family_specs}.items():
             checked(name, getattr(self, name), spec, where="config value")
         self.check_family()
-        own, legacy = split_local_settings(self.attention_config)
-        values = merge_local_settings({name: getattr(self, name) for name in LOCAL_PART_SETTINGS}, legacy)
-        settings = build_settings(self.attention_type, own)
+        settings, local = resolved_attention(self.attention_type, self.attention_config,
+                                             {name: getattr(self, name) for name in LOCAL_PART_SETTINGS},
+                                             self.attention_max_length)
         settings.check(self.hidden_size, self.num_attention_heads, self.attention_max_length)
-        local = local_part_settings(values, settings.local_part_role)
-        if local is not None:
-            local.check(self.attention_type, settings.local_part_role, self.attention_max_length)
         self.attention_config = settings.to_dict()
         for name, value in (local.to_dict() if local is not None else LOCAL_PART_DEFAULTS).items():
             setattr(self, name, value)

@@ -29,8 +29,6 @@ on a mechanism's name:
   mechanism has them, since the part needs them).
 * ``has_own_kernels``: the fast path is the mechanism's own CUDA kernels, called from :meth:`EfficientAttention.attend`
   where ``fast_paths.takes_fast_path`` allows (PSF's factor product, ``chord_kernels.py``), not the layer compiled.
-
-Settings: ``attention_settings.py`` (the contract for a mechanism's settings and how it joins a local part).
 """
 
 from __future__ import annotations
@@ -48,7 +46,8 @@ from .fast_paths import run_fast, takes_fast_path
 
 @dataclass
 class AttentionOutput:
-    """What a mechanism returns; shapes are given in the module docstring."""
+    """What a mechanism returns: ``context [B, N, C]``, ``state`` for the next layer, ``aux_loss`` (a scalar) and
+    ``attentions [B, h, N, N]``, or None."""
 
     context: torch.Tensor
     state: Any = None
@@ -57,13 +56,14 @@ class AttentionOutput:
 
 
 class EfficientAttention(nn.Module):
-    """Base class of all mechanisms; see the module docstring for the contract."""
+    """Base class of the mechanisms (the contract: ``attention_base.py``'s docstring); each implements
+    :meth:`attend`."""
 
     name: ClassVar[str]
     settings_class: ClassVar[type[AttentionSettings]] = AttentionSettings
     paper: ClassVar[str] = ""  # authors, title, venue and year
-    paper_url: ClassVar[str | None] = None  # a link to the paper: its DOI or arXiv id, from the publisher's record
-    equations: ClassVar[str] = ""  # where the paper defines what the class computes: the one source of this reference
+    paper_url: ClassVar[str | None] = None  # its DOI or arXiv link
+    equations: ClassVar[str] = ""  # the paper's sections and equations that the class computes
     citation: ClassVar[str] = ""  # BibTeX
     complexity: ClassVar[str] = ""
     supports_padding_mask: ClassVar[bool] = True
@@ -72,7 +72,7 @@ class EfficientAttention(nn.Module):
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
     has_own_kernels: ClassVar[bool] = False
-    # With ``needs_max_length``: another way to lift the limit, a clause starting ", or" (ends the length errors).
+    # With ``needs_max_length``: a clause ", or ..." ending the length errors, another way to lift the limit.
     length_limit_fix: ClassVar[str] = ""
 
     def __init__(
@@ -108,35 +108,37 @@ class EfficientAttention(nn.Module):
         return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
 
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """See the module docstring. On CUDA, without ``output_attentions``, the layer takes its fast path where
-        ``fast_paths.py``'s mode allows: :meth:`exact_forward` compiled (the same function, fused), or with
-        ``has_own_kernels`` the mechanism's kernels inside it; elsewhere :meth:`exact_forward` as written."""
+        """The length checked, then :meth:`fast_forward` where it runs, else :meth:`exact_forward`."""
         self.check_length(hidden_states.shape[1])
+        fast = None if output_attentions else self.fast_forward(hidden_states, padding_mask, state)
+        return fast if fast is not None else self.exact_forward(hidden_states, padding_mask, state, output_attentions)
+
+    def fast_forward(self, hidden_states, padding_mask=None, state=None) -> AttentionOutput | None:
+        """:meth:`exact_forward` compiled where ``fast_paths.py`` allows (CUDA), else None (always with
+        ``has_own_kernels``). Package only: a Hub folder runs the exact path."""
         name = f"the {self.name!r} attention"
-        if not (output_attentions or self.has_own_kernels) and takes_fast_path(name, hidden_states):
-            context, state, aux_loss = run_fast(name, type(self).tensors_forward, self, hidden_states, padding_mask,
-                                                state)
-            return AttentionOutput(context, state, aux_loss)
-        return self.exact_forward(hidden_states, padding_mask, state, output_attentions)
+        if self.has_own_kernels or not takes_fast_path(name, hidden_states):
+            return None
+        context, state, aux_loss = run_fast(name, type(self).tensors_forward, self, hidden_states, padding_mask, state)
+        return AttentionOutput(context, state, aux_loss)
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """The exact path: :meth:`attend` (a hybrid composes its local part here, ``hybrid_attention.py``)."""
+        """The exact path: :meth:`attend` (a hybrid adds its local part here)."""
         return self.attend(hidden_states, padding_mask, state, output_attentions)
 
     def tensors_forward(self, hidden_states, padding_mask=None, state=None):
-        """:meth:`exact_forward`'s context, state and auxiliary loss as a tuple (what the compiled fast path
-        returns)."""
+        """:meth:`exact_forward`'s context, state and auxiliary loss: a tuple, for the compiled fast path."""
         output = self.exact_forward(hidden_states, padding_mask, state)
         return output.context, output.state, output.aux_loss
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
-        """The mechanism alone (the paper's attention): arguments and result as ``forward``'s; ``projections``:
-        :meth:`project`'s queries, keys and values when the caller computed them already."""
+        """The mechanism alone (the paper's attention), arguments and result as :meth:`forward`'s;
+        ``projections``: :meth:`project`'s output when the caller has it."""
         raise NotImplementedError
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, N, h * d] -> [B, h, N, d]`` (any ``d``; explicit, so that an empty batch keeps its shape)."""
+        """``[B, N, h * d] -> [B, h, N, d]``, any ``d`` (explicit sizes: an empty batch keeps its shape)."""
         batch, length, width = x.shape
         return x.view(batch, length, self.num_heads, width // self.num_heads).transpose(1, 2)
 
@@ -156,8 +158,7 @@ class EfficientAttention(nn.Module):
             )
 
     def extend_max_length(self, max_length: int) -> None:
-        """Take inputs of up to ``max_length`` tokens (at least the current maximum), in place: the weights sized
-        by the maximum length (``needs_max_length``) grow by :meth:`extend_length_sized_weights`."""
+        """Take inputs of up to ``max_length`` tokens (no fewer than now), in place."""
         if self.max_length is not None and max_length < self.max_length:
             raise ValueError(f"The {self.name!r} attention cannot shrink from max_length={self.max_length} to "
                              f"{max_length}: extend only.")
@@ -167,18 +168,16 @@ class EfficientAttention(nn.Module):
         self.max_length = max_length
 
     def extend_length_sized_weights(self, max_length: int) -> None:
-        """The mechanism's rule for growing its weights sized by ``self.max_length`` to ``max_length``, in place
-        (parameters replaced under ``torch.no_grad``). Every mechanism with ``needs_max_length`` defines one, chosen
-        so that inputs of up to the old maximum are computed as before, and says in its docstring what is exact
-        and what is not."""
+        """Grow the weights sized by ``self.max_length`` to ``max_length`` in place, keeping the outputs up to
+        the old maximum; required with ``needs_max_length``."""
         raise NotImplementedError(
             f"The {self.name!r} attention has weights sized by the maximum length but no rule to extend them: "
             "define extend_length_sized_weights."
         )
 
     def reset_parameters(self, std: float = 0.02) -> None:
-        """Initialise the mechanism's own raw parameters with ``transformers.initialization`` functions (which
-        skip loaded ones); ``nn.Linear`` sub-modules, the projections included, are initialised by the model."""
+        """Initialise the mechanism's own raw parameters with ``transformers.initialization`` (which skips loaded
+        ones); the model initialises its ``nn.Linear`` layers."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.settings.to_dict().items())

@@ -2,7 +2,8 @@
 
 Paper, link, equations and citation: ``KerformerAttention.paper``, ``.paper_url``, ``.equations``, ``.citation``
 (SE-K: Sec. 3.5, Fig. 4). The op and its naive O(N^2) form: ``ops_kerformer.py`` (``kerformer_attention``,
-``naive_kerformer_attention``).
+``naive_kerformer_attention``); the layer gives the op's features (``kerformer_features``) to the forward every
+kernelized mechanism shares (``KernelAttention.attend``), which is what ``kerformer_attention`` computes.
 
 Per head, with ``phi = sigmoid`` applied elementwise (Eq. 7) and ``varphi = softmax`` over the head
 width for each token (Eq. 8, "row by row")::
@@ -40,11 +41,10 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from .attention_base import AttentionOutput
 from .attention_settings import require, setting
 from .attention_registry import register_attention, register_settings
 from .kernel_attention import KernelAttention, KernelSettings
-from .ops_kerformer import kerformer_attention, kerformer_features
+from .ops_kerformer import kerformer_features
 from .position_extension import replace_parameter, tile_to_length
 
 SE_MODES = ("token", "channel", "none")
@@ -53,9 +53,8 @@ SE_MODES = ("token", "channel", "none")
 @register_settings("kerformer")
 @dataclass(frozen=True)
 class KerformerSettings(KernelSettings):
-    """``se_mode``: ``"token"`` | ``"channel"`` | ``"none"`` (see the module docstring).
-    ``se_reduction``: reduction ratio of SE-K's first layer (d -> d / ratio).
-    ``eps``: added to the normaliser of Eq. 9."""
+    """``se_mode``: SE-K's weights per token rank (``"token"``, the paper's), per key channel (``"channel"``, any
+    length) or none (``"none"``); ``se_reduction``: its first layer maps d to d / ratio; ``eps``: in Eq. 9."""
 
     se_mode: str = setting("token", str, choices=SE_MODES)
     se_reduction: int = setting(4, int, minimum=1)
@@ -71,7 +70,7 @@ class KerformerSettings(KernelSettings):
 
 @register_attention("kerformer")
 class KerformerAttention(KernelAttention):
-    """Sigmoid/softmax kernel attention with SE-K reweighting of the keys."""
+    """Sigmoid/softmax kernel attention with SE-K reweighting of the keys (Eqs. 7-9, Sec. 3.5)."""
 
     settings_class = KerformerSettings
     paper = ("Gan et al., A novel approach to attention mechanism using kernel functions: Kerformer, "
@@ -88,7 +87,7 @@ class KerformerAttention(KernelAttention):
   doi = {10.3389/fnbot.2023.1214203}
 }"""
     complexity = "O(N d^2) time, O(N d) memory"
-    needs_max_length = True  # under the default se_mode="token"; each instance sets its own
+    needs_max_length = True  # with se_mode="token", the default; each instance sets its own
     length_limit_fix = ', or use se_mode="channel", which has no length limit'
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
@@ -101,13 +100,8 @@ class KerformerAttention(KernelAttention):
             self.se_expand = nn.Linear(squeezed, outputs)
 
     def extend_length_sized_weights(self, max_length: int) -> None:
-        """Token-mode SE-K's second layer (one output per token rank: weight ``[N_max, d / r]``, bias
-        ``[N_max]``) grows to ``max_length`` outputs by repeating its rows cyclically, as the position rows are
-        (:func:`~position_extension.tile_to_length`): rank ``t`` gets the old rank ``t mod N_max``'s weights.
-
-        Exact: on inputs of up to the old ``N_max`` real tokens the output is unchanged (the rows of their ranks
-        are kept). Not exact: longer inputs have no old output to match; their keys are reweighted with the
-        pattern of the first ``N_max`` ranks, repeated, from a pooled key that now averages more tokens."""
+        """Token-mode SE-K's second layer, a row per rank, repeated cyclically to ``max_length`` rows like the
+        position rows: exact up to the old ``N_max`` real tokens."""
         for name in ("weight", "bias"):
             replace_parameter(self.se_expand, name, tile_to_length(getattr(self.se_expand, name), max_length))
         self.se_expand.out_features = max_length
@@ -119,13 +113,5 @@ class KerformerAttention(KernelAttention):
         return self.se_reduce.weight, self.se_reduce.bias, self.se_expand.weight, self.se_expand.bias
 
     def kernel_features(self, query, key, padding_mask):
-        """``phi(Q)`` and reweighted ``varphi(K)`` (pads zeroed), each ``[B, h, N, d]``."""
+        """``phi(Q)`` and reweighted ``varphi(K)`` (zero at pads), each ``[B, h, N, d]``."""
         return kerformer_features(query, key, padding_mask, self.settings.se_mode, self.se_weights())
-
-    def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
-               projections=None) -> AttentionOutput:
-        query, key, value = projections or self.project(hidden_states)
-        context, attentions = kerformer_attention(query, key, value, padding_mask, self.settings.se_mode,
-                                                  self.se_weights(), self.settings.eps, self.key_dropout,
-                                                  self.summary_chunk, output_attentions)
-        return AttentionOutput(self.merge_heads(context), attentions=attentions)

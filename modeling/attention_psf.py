@@ -155,14 +155,22 @@ class PSFAttention(EfficientAttention):
 
     def mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``W_1 (W_2 (... (W_M V)))`` (each ``W_m V + V`` with ``residual``): ``values [B, N, C]`` (any float
-        dtype), ``weights [M, B, N, K]`` (float32 or float64) -> ``[B, N, C]``, by :meth:`exact_mix`, or on the fast
-        path the method ``fast_mixes`` names for the device: the Triton kernels on CUDA, each factor compiled on a
-        CPU. Computed in the weights' dtype, except that the kernels keep bfloat16 values in bfloat16."""
+        dtype), ``weights [M, B, N, K]`` (float32 or float64) -> ``[B, N, C]``, by :meth:`fast_mix` where it runs,
+        else :meth:`exact_mix`. Computed in the weights' dtype, except that the kernels keep bfloat16 values in
+        bfloat16."""
+        fast = self.fast_mix(values, weights, padding_mask)
+        return fast if fast is not None else self.exact_mix(values, weights, padding_mask)
+
+    def fast_mix(self, values: torch.Tensor, weights: torch.Tensor,
+                 padding_mask: torch.Tensor | None) -> torch.Tensor | None:
+        """:meth:`mix` on its fast path where ``fast_paths.py``'s mode lets it run: the method ``fast_mixes`` names for
+        the device, the Triton kernels on CUDA, each factor compiled on a CPU; None elsewhere. The package's only: a
+        Hub folder's code runs the exact path."""
         name = "the 'psf' attention's factor product"
-        if takes_fast_path(name, values, devices=tuple(self.fast_mixes), own_kernels=self.has_own_kernels):
-            fast_mix = getattr(type(self), self.fast_mixes[values.device.type])
-            return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask, kernels=fast_mix)
-        return self.exact_mix(values, weights, padding_mask)
+        if not takes_fast_path(name, values, devices=tuple(self.fast_mixes), own_kernels=self.has_own_kernels):
+            return None
+        fast_mix = getattr(type(self), self.fast_mixes[values.device.type])
+        return run_fast(name, type(self).exact_mix, self, values, weights, padding_mask, kernels=fast_mix)
 
     def exact_mix(self, values: torch.Tensor, weights: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """:meth:`mix` in PyTorch operations: the op, ``ops_psf.psf_attention``."""

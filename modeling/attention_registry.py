@@ -28,7 +28,7 @@ from typing import Any
 from .attention_base import EfficientAttention
 from .attention_settings import AttentionSettings
 from .local_settings import (
-    LOCAL_PART_SETTINGS, LocalPartSettings, local_part_settings, merge_local_settings, split_local_settings,
+    LOCAL_PART_SETTINGS, WITH_THE_PACKAGE, LocalPartSettings, current_spelling, local_part_settings,
 )
 
 _SETTINGS: dict[str, type[AttentionSettings]] = {}
@@ -39,8 +39,7 @@ _HYBRIDS: dict[tuple[type, type, type], type] = {}  # (composition, part, mechan
 
 
 def register_settings(*names: str):
-    """Class decorator adding a settings dataclass to the registry under each of ``names`` (the mechanisms it
-    configures)."""
+    """Class decorator registering a settings dataclass for the mechanisms ``names``."""
 
     def decorate(cls: type[AttentionSettings]) -> type[AttentionSettings]:
         for name in names:
@@ -51,8 +50,8 @@ def register_settings(*names: str):
 
 
 def register_attention(name: str):
-    """Class decorator adding a mechanism to the registry under ``name``, and its ``settings_class`` where
-    :func:`register_settings` has not (the built-in mechanisms register theirs apart, for their configs)."""
+    """Class decorator registering a mechanism as ``name``, and its ``settings_class`` (the built-in mechanisms
+    register theirs apart, so that a config needs no mechanism's code)."""
 
     def decorate(cls: type[EfficientAttention]) -> type[EfficientAttention]:
         registered(_SETTINGS, name, cls.settings_class, "settings")
@@ -64,8 +63,8 @@ def register_attention(name: str):
 
 
 def register_local_part(kind: str):
-    """Class decorator adding an exact local part (a ``hybrid_attention.LocalPart``) under ``kind``, the
-    ``LocalPartSettings.kind`` that builds it."""
+    """Class decorator registering an exact local part (``hybrid_attention.LocalPart``) as ``kind`` (``"window"``,
+    ``"blocks"``)."""
 
     def decorate(cls: type) -> type:
         registered(_LOCAL_PARTS, kind, cls, "local part")
@@ -76,9 +75,8 @@ def register_local_part(kind: str):
 
 
 def register_composition(join: str, kind: str | None = None):
-    """Class decorator adding a composition of a mechanism and its local part (a ``hybrid_attention.HybridAttention``)
-    under ``join`` (``"mixed"``, or ``"shared"`` for a kernelized mechanism under the part's normaliser), for the
-    parts of ``kind`` (None: any)."""
+    """Class decorator registering how a mechanism joins a local part of ``kind`` (None: any): ``join`` ``"mixed"``
+    per head, or ``"shared"``, a kernelized mechanism under the part's normaliser."""
 
     def decorate(cls: type) -> type:
         registered(_COMPOSITIONS, (join, kind), cls, "composition")
@@ -89,20 +87,31 @@ def register_composition(join: str, kind: str | None = None):
 
 
 def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
-    """``mechanism`` composed with the local part that ``local`` declares (:func:`composition_for`)."""
-    return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
+    """``mechanism`` composed with the local part ``local`` declares; a ``ValueError`` where that part or composition
+    is not registered (a Hub folder's code holds its model's only)."""
+    try:
+        return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
+    except KeyError:
+        shared = local.shares_normaliser(mechanism.settings_class.local_part_role)
+        raise ValueError(f"This model's code cannot build a {local.kind} local part "
+                         f"{'under its normaliser' if shared else 'mixed per head'}: a Hub folder's code holds the one "
+                         f"it was saved with only. {WITH_THE_PACKAGE}") from None
+
+
+def without_hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
+    """What stands for :func:`hybrid_class` in the code of a Hub folder whose model has no local part (its config
+    refuses one before): a ``ValueError``."""
+    raise ValueError(f"This model's code has no local part: {WITH_THE_PACKAGE}")
 
 
 def composition_for(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type:
-    """The composition that joins ``mechanism`` to the local part ``local``: under the part's normaliser where it
-    shares it, else mixed; the one registered for the part's kind, else for any."""
+    """The composition joining ``mechanism`` to ``local``: the one registered for the part's kind, else for any."""
     join = "shared" if local.shares_normaliser(mechanism.settings_class.local_part_role) else "mixed"
     return _COMPOSITIONS.get((join, local.kind)) or _COMPOSITIONS[join, None]
 
 
 def composed_class(composition: type, part: type, mechanism: type[EfficientAttention]) -> type[EfficientAttention]:
-    """The class of ``mechanism`` beside the local ``part`` by ``composition``: ``<Mechanism>With<Part>``, the
-    composition first, then the mechanism; one class per triple, built at run time."""
+    """``<Mechanism>With<Part>``: the ``composition`` first, then ``mechanism``; built once per triple."""
     if (composition, part, mechanism) not in _HYBRIDS:
         _HYBRIDS[composition, part, mechanism] = type(f"{mechanism.__name__}With{part.__name__}", (
             composition, mechanism), {"local_part_class": part, "mechanism_class": mechanism})
@@ -110,7 +119,7 @@ def composed_class(composition: type, part: type, mechanism: type[EfficientAtten
 
 
 def empty_hybrid(composition: type, part: type, mechanism: type[EfficientAttention]) -> EfficientAttention:
-    """An instance of :func:`composed_class`'s class, not initialised: what unpickling a hybrid starts from."""
+    """An uninitialised instance of :func:`composed_class`'s class, from which a hybrid is unpickled."""
     cls = composed_class(composition, part, mechanism)
     return cls.__new__(cls)
 
@@ -139,8 +148,7 @@ def list_attentions() -> list[str]:
 
 
 def registry_entry(registry: dict, name: str):
-    """``registry[name]`` for an ``attention_type``; a name that is not a string, or not known, lists the known
-    ones."""
+    """``registry[name]`` for an ``attention_type``; an unknown name lists the known ones."""
     if not isinstance(name, str):
         raise TypeError(f"Invalid attention_type={name!r}: it must be a string, one of {', '.join(registry)}.")
     if name not in registry:
@@ -156,7 +164,7 @@ def get_attention_class(name: str) -> type[EfficientAttention]:
 
 
 def get_settings_class(name: str) -> type[AttentionSettings]:
-    """The settings class registered as ``name`` (what a config checks); an unknown name lists the known ones."""
+    """The settings class registered as ``name``; an unknown name lists the known ones."""
     return registry_entry(_SETTINGS, name)
 
 
@@ -190,12 +198,11 @@ def build_attention(
     local: dict[str, Any] | LocalPartSettings | None = None,
     **kwargs: Any,
 ) -> EfficientAttention:
-    """Build mechanism ``name`` with its ``settings``, composed with the exact local part ``local`` (the model's, see
-    ``local_settings.py``) where layer ``layer_idx`` has it (``hybrid_attention.py``); ``kwargs``: ``max_length``,
-    ``layer_idx``, ``attention_dropout``, ``qkv_bias``. The local part's settings may also be given among ``settings``,
-    as folders saved before 0.3 keep them."""
+    """Mechanism ``name`` with its ``settings``, composed with the exact local part ``local`` where layer
+    ``layer_idx`` has it; ``kwargs``: ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
     if local is None or isinstance(local, Mapping):  # given here, checked here (a config's, by the config)
-        settings, local = resolved_attention(name, settings, local, kwargs.get("max_length"))
+        values = current_spelling({"attention_config": settings, **(local or {})})
+        settings, local = resolved_attention(name, values.pop("attention_config"), values, kwargs.get("max_length"))
     else:
         settings = build_settings(name, settings)
     cls = get_attention_class(name)
@@ -207,12 +214,10 @@ def build_attention(
 
 def resolved_attention(name: str, settings: dict[str, Any] | AttentionSettings | None, local: dict[str, Any] | None,
                        max_length: int | None) -> tuple[AttentionSettings, LocalPartSettings | None]:
-    """Mechanism ``name``'s settings and the local part beside it (None without one), each checked, the part against
-    the mechanism and ``max_length``: from ``settings`` and the part's settings ``local`` (name -> value; a default
-    counts as not given), which may also stand among ``settings``, as folders saved before 0.3 keep them."""
-    own, legacy = split_local_settings(settings) if isinstance(settings, Mapping) else (settings, {})
-    settings = build_settings(name, own)
-    part = local_part_settings(merge_local_settings(dict(local or {}), legacy), settings.local_part_role)
+    """Mechanism ``name``'s settings and its local part (or None), checked together, from ``settings`` and the
+    part's ``local`` (name -> value)."""
+    settings = build_settings(name, settings)
+    part = local_part_settings(dict(local or {}), settings.local_part_role)
     if part is not None:
         part.check(name, settings.local_part_role, max_length)
     return settings, part

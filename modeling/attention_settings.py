@@ -39,13 +39,14 @@ from .settings import DeclaredSettings, Spec, checked, require, setting  # noqa:
 
 @dataclass(frozen=True)
 class AttentionSettings(DeclaredSettings):
-    """Base of every mechanism's settings. Subclasses add fields declared with :func:`~settings.setting` and
-    override :meth:`check` for shape-dependent constraints (see the module docstring)."""
+    """Base of every mechanism's settings. Subclasses declare fields with :func:`~settings.setting` and override
+    :meth:`check` for shape-dependent constraints. ``local_part_role``: how an exact local part joins the mechanism,
+    ``"mixed"`` (gated per head), ``"kernel"`` (kernelized), ``"alone"`` (the part alone) or None."""
 
     local_part_role: ClassVar[str | None] = "mixed"
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
-        """Raise ``ValueError`` for values that do not fit the model's shape (subclasses override)."""
+        """Raise ``ValueError`` where a value does not fit the model's shape."""
 
 
 HEADS_SPECS = {"hidden_size": Spec(int, minimum=1), "num_attention_heads": Spec(int, minimum=1)}

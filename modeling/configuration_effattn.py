@@ -1,24 +1,15 @@
 """Configurations of the efficient-attention encoders: RoBERTa's and ViT's, plus the attention.
 
-Both add these fields, saved in ``config.json``:
+Both add, saved in ``config.json``: ``attention_type``, a registered mechanism (default ``"sdpa"``, exact softmax);
+``attention_config``, its settings, stored complete so that a saved model never depends on later changes of
+defaults; and the exact local part beside it, the model's own (``local_window`` or ``local_block``,
+``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``, ``shared_normaliser``; one object:
+``config.local_part``; moved out of ``attention_config``, where folders saved before 0.3 keep them). All are checked
+when the config is built, each error naming the value and what is allowed.
 
-* ``attention_type``: a registered mechanism (``list_attentions()``), default ``"sdpa"`` (exact softmax
-  attention, the arithmetic of the Transformers classes).
-* ``attention_config``: a dict of that mechanism's settings, stored complete (missing keys take the paper
-  defaults), so that a saved model does not depend on later changes of defaults.
-* the exact local part beside the mechanism, the model's own (``local_settings.py``): ``local_window`` or
-  ``local_block``, ``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``, ``shared_normaliser``;
-  ``config.local_part`` reads them as one (None without one). Given inside ``attention_config``, as folders saved
-  before 0.3 keep them, they are moved out.
-
-All are checked when the config is built, from keyword arguments or a ``config.json``, each error naming the value
-and what is allowed: the mechanism's settings against their declared ranges and the model's shape, the local part
-against the mechanism and the maximum length, and the config values the models rely on (``CONFIG_SPECS``, plus
-each family's own).
-
-The maximum length (``attention_max_length``) is the longest input the embeddings can position: for RoBERTa
-``max_position_embeddings - pad_token_id - 1`` (positions start at ``pad_token_id + 1``), for BERT-style positions
-(``roberta_positions=False``) ``max_position_embeddings``, for ViT the number of patches plus the [CLS] token.
+``attention_max_length`` is the longest input the embeddings can position: RoBERTa's ``max_position_embeddings -
+pad_token_id - 1``, BERT-style positions' (``roberta_positions=False``) ``max_position_embeddings``, ViT's patches
+plus the [CLS] token.
 """
 
 from __future__ import annotations
@@ -33,8 +24,7 @@ from transformers import RobertaConfig, ViTConfig
 from .attention_settings import check_heads
 from .attentions import get_settings_class, resolved_attention
 from .local_settings import (
-    LOCAL_PART_DEFAULTS, LOCAL_PART_SETTINGS, LocalPartSettings, local_part_settings, merge_local_settings, same_value,
-    split_local_settings,
+    LOCAL_PART_DEFAULTS, LOCAL_PART_SETTINGS, LocalPartSettings, current_spelling, local_part_settings, same_value,
 )
 from .settings import Spec, checked
 
@@ -50,20 +40,19 @@ CONFIG_SPECS = {
 
 
 def saved_attention(config_dict: dict) -> tuple[str, dict | None, dict]:
-    """The mechanism, its settings and the local part (its settings that differ from their defaults) of a saved
-    ``config.json`` dict, complete as written: a saved model never depends on later changes of defaults."""
-    own, legacy = split_local_settings(config_dict.get("attention_config"))
+    """The mechanism, its settings and the local part (the settings that differ from their defaults) of a saved
+    ``config.json`` dict, as written."""
+    config_dict = current_spelling(config_dict)
     local = {name: config_dict[name] for name in LOCAL_PART_SETTINGS
              if name in config_dict and not same_value(config_dict[name], LOCAL_PART_DEFAULTS[name])}
-    return config_dict.get("attention_type", "sdpa"), own, {**legacy, **local}
+    return config_dict.get("attention_type", "sdpa"), config_dict.get("attention_config"), local
 
 
 @dataclass(repr=False, eq=False)
 class EffAttnConfigMixin:
-    """Validation and normalisation of the config values, of ``attention_type`` / ``attention_config`` and of the
-    local part, shared by both configs; ``family_specs`` are the values a family adds to ``CONFIG_SPECS``."""
+    """The checks and normalisation of both configs; ``family_specs``: the values a family adds to ``CONFIG_SPECS``."""
 
-    # The exact local part (``local_settings.py``), the model's own.
+    # The exact local part (``local_settings.py``).
     local_window: int | None = None
     local_block: int | None = None
     global_tokens: int = 0
@@ -92,7 +81,7 @@ class EffAttnConfigMixin:
 
     @property
     def local_part(self) -> LocalPartSettings | None:
-        """The model's exact local part (``local_settings.py``), or None without one."""
+        """The model's exact local part, or None."""
         values = {name: getattr(self, name) for name in LOCAL_PART_SETTINGS}
         return local_part_settings(values, get_settings_class(self.attention_type).local_part_role)
 
@@ -125,36 +114,35 @@ class EffAttnConfigMixin:
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """As :meth:`transformers.PreTrainedConfig.from_dict`, where an ``attention_type``, an ``attention_config``
-        or a local part's setting (``local_window``, ``local_block``, ...) among ``kwargs`` (as ``AutoConfig`` /
-        ``AutoModel*.from_pretrained(folder, attention_type=..., local_window=...)`` pass them; ``None`` keeps the
-        saved value) takes the saved one's place before validation. Settings update the saved ones key by key (a
-        local part's setting given both in ``attention_config`` and as a keyword, with two values, raises); another
-        ``attention_type`` starts from its own defaults and no local part, never from the saved mechanism's."""
-        attention_type, own, local = saved_attention(config_dict)
-        config_dict = {**config_dict, "attention_config": own, **LOCAL_PART_DEFAULTS, **local}
-        given_type, given_config = kwargs.pop("attention_type", None), kwargs.pop("attention_config", None)
-        given_own, given_legacy = split_local_settings(given_config)
-        given = merge_local_settings({name: kwargs.pop(name, None) for name in LOCAL_PART_SETTINGS}, given_legacy)
-        if given_type is not None and given_type != attention_type:
+        """As :meth:`transformers.PreTrainedConfig.from_dict`, with an ``attention_type``, ``attention_config`` or
+        local part's setting among ``kwargs`` (``from_pretrained(folder, local_window=...)``; None keeps the saved
+        value) in place of the saved one before the checks: settings update the saved ones key by key; another
+        ``attention_type`` starts from its own defaults and no local part."""
+        config_dict = current_spelling(config_dict)
+        given = current_spelling({"attention_config": kwargs.pop("attention_config", None),
+                                  **{name: kwargs.pop(name, None) for name in LOCAL_PART_SETTINGS}})
+        given_type = kwargs.pop("attention_type", None)
+        if given_type is not None and given_type != config_dict.get("attention_type", "sdpa"):
             config_dict.update(attention_type=given_type, attention_config=None, **LOCAL_PART_DEFAULTS)
-        if given_own is not None:
-            config_dict["attention_config"] = {**(config_dict["attention_config"] or {}), **given_own}
-        config_dict.update({name: value for name, value in given.items() if value is not None})
+        if given["attention_config"] is not None:
+            saved = config_dict.get("attention_config") or {}
+            config_dict["attention_config"] = {**saved, **given["attention_config"]}
+        config_dict.update({name: given[name] for name in LOCAL_PART_SETTINGS if given.get(name) is not None})
         return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:
         """Raise for values of the family's own that do not fit together (after their types are checked)."""
 
     def setup_attention(self) -> None:
-        """Check the config values, the model shape, the mechanism's settings and the local part; store the complete
-        settings (a local part's given inside ``attention_config`` moved out to the config's own fields)."""
+        """Check the config values, the mechanism's settings and the local part; store them complete."""
         check_heads(self.hidden_size, self.num_attention_heads)
         for name, spec in {**CONFIG_SPECS, **self.family_specs}.items():
             checked(name, getattr(self, name), spec, where="config value")
         self.check_family()
-        settings, local = resolved_attention(self.attention_type, self.attention_config,
-                                             {name: getattr(self, name) for name in LOCAL_PART_SETTINGS},
+        values = current_spelling({"attention_config": self.attention_config,
+                                   **{name: getattr(self, name) for name in LOCAL_PART_SETTINGS}})
+        settings, local = resolved_attention(self.attention_type, values["attention_config"],
+                                             {name: values[name] for name in LOCAL_PART_SETTINGS},
                                              self.attention_max_length)
         settings.check(self.hidden_size, self.num_attention_heads, self.attention_max_length)
         self.attention_config = settings.to_dict()
@@ -169,9 +157,8 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
     Args:
         attention_type (`str`, defaults to `"sdpa"`): a registered attention mechanism.
         attention_config (`dict`, *optional*): that mechanism's settings (paper defaults for missing keys).
-        roberta_positions (`bool`, defaults to `True`): position ids as RoBERTa computes them (real tokens
-            numbered from ``pad_token_id + 1``, pads at ``pad_token_id``); `False` gives BERT's ``0 .. N-1``,
-            set when converting a BERT checkpoint.
+        roberta_positions (`bool`, defaults to `True`): RoBERTa's position ids (real tokens from
+            ``pad_token_id + 1``, pads at ``pad_token_id``); `False`: BERT's ``0 .. N-1``, for BERT checkpoints.
     """
 
     model_type = "effattn_roberta"
@@ -191,7 +178,7 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
     smaller_inputs_fix = "to use fewer tokens, truncate: tokenizer(..., truncation=True, max_length={size})"
 
     def check_family(self) -> None:
-        """With RoBERTa positions, ``pad_token_id`` must be a token id that leaves room for one position."""
+        """With RoBERTa positions, ``pad_token_id`` must leave room for one position."""
         if not self.roberta_positions:
             return
         checked("pad_token_id", self.pad_token_id, Spec(int, minimum=0), where="config value",

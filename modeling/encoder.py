@@ -46,8 +46,8 @@ from .outputs import EffAttnEncoderOutput
 
 
 class LayerOutput(NamedTuple):
-    """What a layer returns: ``hidden_states [B, N, C]``, the mechanism's ``state`` for the next layer,
-    its ``aux_loss`` (scalar, training only) and ``attentions [B, h, N, N]`` (when asked)."""
+    """A layer's ``hidden_states [B, N, C]``, its mechanism's ``state`` and ``aux_loss`` (training only), and
+    ``attentions [B, h, N, N]`` (when asked)."""
 
     hidden_states: torch.Tensor
     state: Any = None
@@ -69,8 +69,8 @@ class EffAttnResidual(nn.Module):
 
 
 class EffAttnAttention(nn.Module):
-    """The mechanism (``self``; beside the model's exact local part where this layer has one, composed into one
-    module: ``hybrid_attention.py``) and the output projection with its residual (``output``)."""
+    """The mechanism (``self``, with the model's exact local part if any) and the output projection with its
+    residual (``output``)."""
 
     def __init__(self, config, layer_idx: int, post_norm: bool):
         super().__init__()
@@ -101,11 +101,8 @@ class EffAttnIntermediate(nn.Module):
 
 
 class EffAttnLayer(GradientCheckpointingLayer):
-    """The modules of one layer; subclasses arrange them post-LN or pre-LN.
-
-    ``forward(hidden_states [B, N, C], padding_mask [B, N] bool (True = real token) or None,
-    state or None, output_attentions=False) -> LayerOutput``.
-    """
+    """One layer's modules, arranged post-LN or pre-LN by subclasses, whose ``forward`` returns a
+    :class:`LayerOutput`."""
 
     post_norm: bool
 
@@ -146,7 +143,8 @@ class EffAttnViTLayer(EffAttnLayer):
 
 
 class EffAttnEncoder(nn.Module):
-    """``config.num_hidden_layers`` layers of ``layer_class``, under ``encoder.layer.N``."""
+    """``config.num_hidden_layers`` layers of ``layer_class`` (``encoder.layer.N``), each mechanism's ``state``
+    handed to the next."""
 
     def __init__(self, config, layer_class: type[EffAttnLayer]):
         super().__init__()
@@ -160,9 +158,9 @@ class EffAttnEncoder(nn.Module):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> EffAttnEncoderOutput:
-        """``hidden_states [B, N, C]`` -> last hidden state ``[B, N, C]``; ``hidden_states`` (when asked) holds
-        the input and every layer's output, ``attentions`` every layer's ``[B, h, N, N]`` matrix. Unset flags
-        take the config's values."""
+        """``hidden_states [B, N, C]`` through every layer: the last hidden state, the layers' mean ``aux_loss``
+        and, when asked, every hidden state (the input first) and attentions ``[B, h, N, N]``; unset flags take the
+        config's."""
         if output_attentions is None:
             output_attentions = self.config.output_attentions
         if output_hidden_states is None:
@@ -172,7 +170,7 @@ class EffAttnEncoder(nn.Module):
         aux_losses = []
         state = None
         for layer in self.layer:
-            # Tensors positional: gradient checkpointing passes only those to the re-computation.
+            # Tensors positional: gradient checkpointing re-runs the layer with those only.
             hidden_states, state, aux_loss, attentions = layer(
                 hidden_states, padding_mask, state, output_attentions=output_attentions
             )

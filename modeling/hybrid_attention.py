@@ -40,8 +40,8 @@ from .masking import RankOrder, at_least_float32, masked_softmax
 
 
 class LocalOutput(NamedTuple):
-    """``context [B, h, N, d]`` (token positions), ``global_rows [B or 1, N]`` (True at the global tokens, whose
-    rows are exact over every token) and, when asked, the ``[B, h, N, N]`` probabilities."""
+    """``context [B, h, N, d]`` in token positions, ``global_rows [B or 1, N]`` (True at the global tokens) and, if
+    asked, the ``[B, h, N, N]`` probabilities."""
 
     context: torch.Tensor
     global_rows: torch.Tensor
@@ -49,13 +49,9 @@ class LocalOutput(NamedTuple):
 
 
 class LocalPart(nn.Module):
-    """What the exact local parts share, the sliding window (``local_window.py``) and the aligned blocks
-    (``local_blocks.py``): the global tokens' exact rows and, beside a mechanism, the per-head gate on the mechanism's
-    part. ``mechanism_weight``: the gate's initial value ``sigma(mechanism_logit)``, or None without a mechanism
-    (``local``).
-
-    A part computes ``attend`` (itself alone: :class:`LocalOutput`) and ``exact_ranks`` (for the ``[B, h, N, N]``
-    matrices of ``output_attentions`` only); its ``kind`` is the one it is registered under."""
+    """Base of the exact local parts (window, blocks): the global tokens' exact rows and, beside a mechanism, the
+    per-head gate ``sigma(mechanism_logit)``, starting at ``mechanism_weight`` (None: no gate). Subclasses define
+    ``attend`` and ``exact_ranks``."""
 
     kind: ClassVar[str]
 
@@ -73,17 +69,16 @@ class LocalPart(nn.Module):
             init.constant_(self.mechanism_logit, math.log(weight / (1 - weight)))
 
     def mechanism_weight(self) -> torch.Tensor:
-        """``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism's part (the gate)."""
+        """The gate ``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism."""
         return torch.sigmoid(self.mechanism_logit)
 
     def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B, N]`` (``[1, N]`` without padding) bool: the global tokens (rank below g), at their positions."""
+        """``[B or 1, N]`` bool: True at the global tokens (rank below g)."""
         return order.ranks_at_positions(length, device) < self.global_tokens
 
     def with_global_rows(self, context, query, key, value, lengths: torch.Tensor, padded: int, dropout: nn.Module):
-        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows replaced by their exact rows: softmax
-        over every real key (``lengths [B]`` real tokens), from rank-ordered ``query``, ``key``, ``value``, the keys
-        zero-padded to the part's ``padded`` length (the same shapes for a sequence alone and in a padded batch)."""
+        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows exact over the ``lengths [B]`` real
+        keys; inputs padded to ``padded``, so shapes match alone and in a batch."""
         if not self.global_tokens:
             return context
         queries, keys, values = (F.pad(x, (0, 0, 0, padded - x.shape[2])) for x in (query, key, value))
@@ -94,8 +89,8 @@ class LocalPart(nn.Module):
         return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
 
     def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B or 1, 1, N, N]`` bool, in token positions: the pairs (query i, key j) of the exact part, real keys
-        only (for ``output_attentions`` only: it is N x N)."""
+        """``[B or 1, 1, N, N]`` bool in token positions: the exact (query, key) pairs over real keys, for
+        ``output_attentions``."""
         ranks = order.ranks_at_positions(length, device)
         exact = self.exact_ranks(ranks[:, :, None], ranks[:, None, :])
         exact = exact | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
@@ -104,12 +99,11 @@ class LocalPart(nn.Module):
         return exact[:, None]
 
     def exact_ranks(self, query_ranks: torch.Tensor, key_ranks: torch.Tensor) -> torch.Tensor:
-        """Whether a query of rank ``query_ranks`` attends exactly to a key of rank ``key_ranks`` (broadcast), global
-        tokens aside."""
+        """Whether query rank ``query_ranks`` sees key rank ``key_ranks`` exactly (broadcast), global tokens aside."""
         raise NotImplementedError
 
     def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
-        """The part's ``[B, h, N, N]`` probabilities, from ``query``, ``key`` ``[B, h, N, d]`` in token positions."""
+        """The part's ``[B, h, N, N]`` probabilities, in token positions."""
         scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
         allowed = self.dense_allowed(order, query.shape[2], query.device)
         return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
@@ -117,13 +111,13 @@ class LocalPart(nn.Module):
 
 @register_composition("mixed")
 class HybridAttention(EfficientAttention):
-    """A mechanism beside an exact local part, mixed per head (the module docstring): ``self.window`` is the part,
-    with the gate. Built by ``build_attention`` as ``hybrid_class``'s class, with the model's ``local`` part."""
+    """A mechanism beside the exact local part ``self.window``, mixed per head by its gate ``sigma``:
+    ``(1 - sigma) local(x) + sigma mechanism(x)``, the global tokens' rows the part's alone."""
 
     local_part_class: ClassVar[type[LocalPart]]
     mechanism_class: ClassVar[type[EfficientAttention]]
-    composition: ClassVar[type[HybridAttention]]  # the registered class this one composes with
-    uses_query_key = True  # the part attends with the query and key projections
+    composition: ClassVar[type[HybridAttention]]  # the registered composition
+    uses_query_key = True  # the part uses the query and key projections
     shares_normaliser: ClassVar[bool] = False
 
     def __init__(self, hidden_size: int, num_heads: int, settings: AttentionSettings, *, local: LocalPartSettings,
@@ -133,27 +127,24 @@ class HybridAttention(EfficientAttention):
         self.local = local
         self.window = self.local_part_class(num_heads, local.size, local.global_tokens,
                                             mechanism_weight=local.gate_start(role))
-        self.parts = "both"  # or "window" / "mechanism" alone (see :meth:`exact_forward`)
+        self.parts = "both"  # or "window" / "mechanism" alone: see exact_forward
 
     def __reduce_ex__(self, protocol):
-        """Pickled by the three classes its class is built from at run time, and its state."""
+        """Pickled as the three classes it is built from at run time, and its state."""
         return empty_hybrid, (self.composition, self.local_part_class, self.mechanism_class), self.__getstate__()
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """``self.parts`` chooses what runs: ``"both"`` (the default), ``"window"`` (the mechanism's part switched
-        off) or ``"mechanism"`` (the local part switched off: the mechanism alone, as without one); training code
-        sets it (window dropout, ablations), it is not saved."""
+        """Runs ``self.parts``: ``"both"``, or ``"window"`` or ``"mechanism"`` alone, set by training code (window
+        dropout, ablations), not saved."""
         if self.window.initial_mechanism_weight is None or self.parts == "mechanism":
             return self.attend(hidden_states, padding_mask, state, output_attentions)
         return self.attend_mixed(hidden_states, padding_mask, state, output_attentions)
 
     def attend_mixed(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """The part and the mechanism mixed per head: ``(1 - sigma) local + sigma mechanism``, sigma =
-        ``sigmoid(window.mechanism_logit)`` ``[h]``; the global tokens' rows are the part's alone (exact)."""
+        """Mixes the part and the mechanism per head by the gate."""
         projections = self.project(hidden_states)
         local = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
-        if self.parts == "window":  # the mechanism's output unused; the state it carries still reaches the layers
-            # that run it alone (those that local_window_every leaves without a window)
+        if self.parts == "window":  # mechanism unused, but its state feeds the windowless layers (local_window_every)
             state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
                 if self.carries_state and self.local.local_window_every > 1 else None
             return AttentionOutput(self.merge_heads(local.context), state, attentions=local.attentions)
@@ -167,9 +158,8 @@ class HybridAttention(EfficientAttention):
 
     def mixed(self, local: torch.Tensor, mechanism: torch.Tensor, weight: torch.Tensor,
               global_rows: torch.Tensor) -> torch.Tensor:
-        """``(1 - weight) local + weight mechanism`` (one fused ``torch.lerp``, in the widest of the three dtypes) for
-        ``[B, h, N, *]`` tensors and ``weight [h, 1, 1]``, but the local part's own rows at the global tokens
-        (``global_rows [B or 1, N]``)."""
+        """``(1 - weight) local + weight mechanism`` for ``[B, h, N, *]`` and ``weight [h, 1, 1]``, one ``torch.lerp``
+        in the widest dtype; ``local``'s own rows at ``global_rows [B or 1, N]``."""
         dtype = torch.promote_types(torch.promote_types(local.dtype, mechanism.dtype), weight.dtype)
         mixed = torch.lerp(local.to(dtype), mechanism.to(dtype), weight.to(dtype))
         if not self.window.global_tokens:

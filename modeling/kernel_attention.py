@@ -17,10 +17,9 @@ mask multiplies ``varphi(k_j)`` in the summary ``sum_j varphi(k_j)^T v_j`` only,
 stays linear (a per-(i, j) mask would need the N x N matrix).
 
 Beside an exact local part (``hybrid_attention.py``) the part's exact softmax terms and the mechanism's terms may
-share one normaliser (LoLCATs; the model's ``shared_normaliser``): the part computes the equation from the terms
-that this class gives, its features (:meth:`KernelAttention.kernel_features`), the key columns its dropout keeps
-(:meth:`KernelAttention.key_dropout`), its terms over every key (:meth:`KernelAttention.over_every_key`) and which
-keys they stand for (``mechanism_outside_window``).
+share one normaliser (LoLCATs; the model's ``shared_normaliser``), which the part computes from this class's terms
+(:meth:`KernelAttention.kernel_features`, :meth:`KernelAttention.key_dropout`, :func:`terms_over_every_key` in chunks
+of ``summary_chunk`` tokens, ``mechanism_outside_window``).
 """
 
 from __future__ import annotations
@@ -44,18 +43,15 @@ class KernelSettings(AttentionSettings):
 
 
 class KernelAttention(EfficientAttention):
-    """Base of the kernelized mechanisms (see the module docstring); subclasses define :meth:`kernel_features`."""
+    """Base of the kernelized mechanisms (:func:`kernelized_attention`); subclasses define :meth:`kernel_features`."""
 
-    # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs), not for every key, so that no key
-    # counts twice; False counts the exact keys in both parts.
+    # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs); False: for every key.
     mechanism_outside_window: bool = True
-    # Tokens per product of the summary over every key and of its read-out, past which they run in chunks
-    # (:func:`terms_over_every_key` says why a GPU wants them).
+    # Tokens per product of the summaries and their read-out; longer inputs run in chunks (terms_over_every_key).
     summary_chunk = 512
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
-        """``phi(Q) [B, h, N, F]`` and ``varphi(K) [B, h, N, F]`` (zero at pads) from the projections ``[B, h, N,
-        d]``."""
+        """``phi(Q)`` and ``varphi(K)`` ``[B, h, N, F]`` (zero at pads) from the projections ``[B, h, N, d]``."""
         raise NotImplementedError
 
     def normaliser(self, similarity_sums: torch.Tensor) -> torch.Tensor:
@@ -63,15 +59,11 @@ class KernelAttention(EfficientAttention):
         return similarity_sums + self.settings.eps
 
     def key_dropout(self, like: torch.Tensor) -> torch.Tensor | None:
-        """``[B, h, N, 1]``: which key columns of A attention dropout keeps, scaled by ``1 / (1 - p)`` (see the module
-        docstring); None outside training or without dropout. ``like``: any ``[B, h, N, *]`` tensor."""
+        """The key columns of A that dropout keeps, ``[B, h, N, 1]`` scaled by ``1 / (1 - p)``, one draw per key
+        for every query (a linear cost); None in eval mode or without dropout."""
         if not self.training or self.dropout.p == 0:
             return None
         return self.dropout(like.new_ones(*like.shape[:-1], 1))
-
-    def over_every_key(self, query, dropped, keys, values) -> tuple[torch.Tensor, torch.Tensor]:
-        """:func:`terms_over_every_key` in chunks of :attr:`summary_chunk` tokens."""
-        return terms_over_every_key(query, dropped, keys, values, self.summary_chunk)
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
@@ -84,9 +76,8 @@ class KernelAttention(EfficientAttention):
 
 def terms_over_every_key(query, dropped, keys, values, summary_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
     """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``
-    from ``[B, h, N, *]`` features (``dropped``: key dropout applied) and values. Past ``summary_chunk`` tokens the
-    summary is a sum of per-chunk products, and the read-out one product a chunk: one product over all N tokens, with
-    a long inner dimension and few outputs, runs on a handful of a GPU's multiprocessors."""
+    (``dropped``: the keys times dropout's ``m``), per chunk past ``summary_chunk`` tokens: one long product keeps
+    most of a GPU idle."""
     length = query.shape[2]
     if length <= summary_chunk:
         return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
@@ -104,13 +95,9 @@ def kernelized_attention(query_features: torch.Tensor, key_features: torch.Tenso
                          normaliser: Callable[[torch.Tensor], torch.Tensor],
                          key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
                          summary_chunk: int = 512, output_attentions: bool = False):
-    """The forward of every kernelized mechanism, on tensors: ``phi(Q)`` and ``varphi(K)`` ``[B, h, N, F]`` (zero at
-    pads), ``value [B, h, N, d]``; ``normaliser``: the similarity sums ``[B, h, N, 1]`` -> the row normaliser;
-    ``key_dropout``: features -> the key columns kept ``[B, h, N, 1]`` (scaled) or None (see the module docstring).
-    Computed in at least float32, autocast off (sums over N tokens overflow half precision).
-
-    Returns the context ``[B, h, N, d]`` in the values' dtype and, with ``output_attentions``, the matrix ``A [B, h,
-    N, N]`` (else None)."""
+    """``out_i = phi(q_i) (sum_j varphi(k_j)^T v_j) / normaliser(phi(q_i) . sum_j varphi(k_j))`` right to left, from
+    ``phi(Q)``, ``varphi(K)`` ``[B, h, N, F]`` (zero at pads) and ``value [B, h, N, d]``: the context ``[B, h, N, d]``,
+    and ``A [B, h, N, N]`` or None. In at least float32, autocast off: sums over N tokens overflow half precision."""
     with torch.autocast(value.device.type, enabled=False):
         query, keys, values = (at_least_float32(x) for x in (query_features, key_features, value))
         keep = None if key_dropout is None else key_dropout(keys)

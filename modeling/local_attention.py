@@ -24,16 +24,14 @@ from .attention_settings import AttentionSettings
 @register_settings("local")
 @dataclass(frozen=True)
 class LocalSettings(AttentionSettings):
-    """``local`` has no settings of its own: its window or blocks are the model's local part (a window of 128 tokens,
-    ModernBERT's, unless one is given)."""
+    """No settings of its own: the model's local part is the attention (by default ModernBERT's 128-token window)."""
 
     local_part_role = "alone"
 
 
 @register_attention("local")
 class LocalAttention(EfficientAttention):
-    """The local part alone (the module docstring); always built beside its part (``build_attention``), whose
-    ``attend`` it runs."""
+    """The model's local part alone, no mechanism: runs ``self.window.attend``."""
 
     settings_class = LocalSettings
     paper = "Beltagy et al., Longformer: The Long-Document Transformer, arXiv:2004.05150 (2020)"

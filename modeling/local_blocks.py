@@ -39,15 +39,14 @@ from .masking import RankOrder, exporting_graph
 
 
 class AlignedBlocks:
-    """Rank-ordered ``[B, h, N, F]`` tensors as ``n = ceil(N / S)`` aligned blocks of S tokens, batched as ``[B n,
-    h, S, F]`` (zeros after the last token), and which keys each block's queries attend to: ``mask [B n, 1, 1, S +
-    g]`` (its real keys that are not global, then the g global keys where real), or None where every key is."""
+    """Rank-ordered ``[B, h, N, F]`` tensors as ``n = ceil(N / S)`` blocks of S tokens, ``[B n, h, S, F]``;
+    ``mask [B n, 1, 1, S + g]``: each block's real non-global keys, then the real global ones (None: every key)."""
 
     def __init__(self, lengths: torch.Tensor, length: int, size: int, global_tokens: int, device, masked: bool):
         self.size, self.length, self.global_tokens = size, length, global_tokens
-        self.count = (length + size - 1) // size  # integers only: a symbolic length under torch.compile
-        if exporting_graph():  # one block more, never read: traced on one block, the graph would keep n = 1
-            self.count += 1  # (torch.export fixes a size of 1, and with it the shapes computed from it)
+        self.count = (length + size - 1) // size  # integers only: the length may be symbolic
+        if exporting_graph():  # an unread extra block: torch.export would fix n = 1 if traced on one block
+            self.count += 1
         self.mask = None
         if masked:
             ranks = torch.arange(self.count * size, device=device)
@@ -55,34 +54,25 @@ class AlignedBlocks:
             keys = (real & (ranks >= global_tokens)).view(-1, self.count, size)  # [B, n, S]
             if global_tokens:
                 keys = torch.cat([keys, real[:, None, :global_tokens].expand(-1, self.count, -1)], dim=-1)
-            empty = ~keys.any(-1, keepdim=True)  # a block past a sequence's end attends to anything: never read
+            empty = ~keys.any(-1, keepdim=True)  # a block with no key (never read) attends to all
             self.mask = (keys | empty).flatten(0, 1)[:, None, None, :]
 
     @property
     def padded(self) -> int:
-        """``n S``: the tokens of the blocks, the last one filled with zeros."""
+        """``n S``: the blocks' tokens, zero-padded."""
         return self.count * self.size
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B, h, n S, F]``, zeros after the last token (``x`` itself where ``N = n S``)."""
+        """``[B, h, N, F]`` -> ``[B, h, n S, F]``, zero-padded."""
         missing = self.padded - x.shape[2]
         return F.pad(x, (0, 0, 0, missing)) if missing else x
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B n, h, S, F]``: a view of the projections where ``N = n S`` (the flash kernel
-        takes their strides), so that the blocks cost no copy."""
+        """``[B, h, N, F]`` -> ``[B n, h, S, F]``; where ``N = n S``, a view whose strides the flash kernel takes."""
         return self.pad(x).unflatten(2, (self.count, self.size)).transpose(1, 2).flatten(0, 1)
 
-    def batched(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B h n, S, F]``, one matrix a block and head (what ``torch.bmm`` takes)."""
-        return self.pad(x).reshape(-1, self.size, x.shape[-1])
-
-    def tokens(self, y: torch.Tensor, heads: int) -> torch.Tensor:
-        """``[B h n, S, F]`` -> ``[B, h, N, F]`` (:meth:`batched`'s inverse)."""
-        return y.view(-1, heads, self.padded, y.shape[-1])[:, :, :self.length]
-
     def keys(self, x: torch.Tensor) -> torch.Tensor:
-        """The keys (or values) each block attends to, ``[B n, h, S + g, F]``: its own, then the global ones."""
+        """``[B, h, N, F]`` -> ``[B n, h, S + g, F]``: each block's keys (or values), then the global ones."""
         blocks = self.split(x)
         if not self.global_tokens:
             return blocks
@@ -96,8 +86,8 @@ class AlignedBlocks:
 
 
 def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) -> torch.Tensor:
-    """Softmax attention inside each block (and to the global keys): rank-ordered ``[B, h, N, d]`` -> ``[B, h, N,
-    d]``. Without a mask, the full blocks and a short last one run as two batches, each unmasked."""
+    """Softmax inside each block and over the global keys, rank-ordered ``[B, h, N, d]`` in and out; unmasked, the
+    full blocks and a short last one run as two batches."""
     def attend(q, k, v, mask=None):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
@@ -113,8 +103,9 @@ def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) ->
 
 @register_local_part("blocks")
 class LocalBlocks(LocalPart):
-    """The aligned blocks of one attention layer (see the module docstring); ``mechanism_weight``: with a mechanism
-    beside them, the gate's initial ``sigma(mechanism_logit)`` of every head, else None."""
+    """Exact softmax in aligned blocks of ``S = local_block``: token i attends to real j with ``floor(rank_i / S) ==
+    floor(rank_j / S)`` or ``rank_j < g``, a global token to all. With S the checkpoint's length, it is the checkpoint
+    reading the input in chunks."""
 
     def __init__(self, num_heads: int, local_block: int, global_tokens: int = 0,
                  mechanism_weight: float | None = None):
@@ -122,12 +113,12 @@ class LocalBlocks(LocalPart):
         self.size = local_block
 
     def blocks(self, order: RankOrder, length: int, device) -> AlignedBlocks:
-        # an exported graph takes the masked path, whose shapes follow the length (not full blocks and a short one)
+        # exported graphs take the masked path: its shapes follow the length
         masked = order.padding_mask is not None or self.global_tokens > 0 or exporting_graph()
         return AlignedBlocks(order.lengths, length, self.size, self.global_tokens, device, masked)
 
     def softmax(self, query, key, value, order: RankOrder, dropout: nn.Module) -> torch.Tensor:
-        """The blocks' softmax with the global tokens' rows exact: rank-ordered ``[B, h, N, d]`` in and out."""
+        """Block softmax with exact global rows, rank-ordered ``[B, h, N, d]`` in and out."""
         blocks = self.blocks(order, query.shape[2], query.device)
         dropout_p = dropout.p if dropout.training else 0.0
         context = block_softmax(query, key, value, blocks, dropout_p)
@@ -135,8 +126,7 @@ class LocalBlocks(LocalPart):
 
     def attend(self, query, key, value, padding_mask, dropout: nn.Module,
                output_attentions: bool = False) -> LocalOutput:
-        """The blocks alone: ``query``, ``key``, ``value`` ``[B, h, N, d]`` and ``padding_mask [B, N]`` (or None)
-        -> :class:`~hybrid_attention.LocalOutput`; ``dropout`` acts on the probabilities."""
+        """The blocks alone on ``[B, h, N, d]`` projections; ``dropout`` acts on the probabilities."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         attentions = self.dense_probabilities(query, key, order) if output_attentions else None
@@ -144,8 +134,7 @@ class LocalBlocks(LocalPart):
         return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def exact_ranks(self, query_ranks, key_ranks):
-        return torch.div(query_ranks, self.size, rounding_mode="floor") == torch.div(
-            key_ranks, self.size, rounding_mode="floor")
+        return query_ranks // self.size == key_ranks // self.size  # ranks are never negative
 
     def extra_repr(self) -> str:
         return f"local_block={self.size}, global_tokens={self.global_tokens}"

@@ -29,26 +29,30 @@ encoder layer builds the two into one module (``hybrid_attention.py``).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
 from .settings import DeclaredSettings, require, setting
 
 DEFAULT_WINDOW = 128  # ModernBERT's, for the local part alone ('local') when neither size is given
-# The gate's default start sigma(mechanism_logit), by how the mechanism joins the local part and the part's kind.
-# Mixed per head: beside a window an even mix, for a mechanism that is trained with it anyway; beside blocks 0.01, so
-# that a freshly converted block hybrid reads as the chunked reader it came from and the memory's weight grows only
-# as training finds it useful. Under the local part's normaliser the mechanism's terms add up over every key outside
-# it, so a small start keeps a converted hybrid near its exact part; smaller still beside blocks, where they add up
-# over every other block.
+# The gate's default start sigma(mechanism_logit), by how the mechanism joins the part and the part's kind: an even
+# mix beside a window; small beside blocks, so that a converted block hybrid starts as the chunked reader it came
+# from; smaller under the part's normaliser, where the mechanism's terms add up over every key outside the part.
 GATE_STARTS = {("mixed", "window"): 0.5, ("mixed", "blocks"): 0.01,
                ("shared", "window"): 0.01, ("shared", "blocks"): 1e-4}
+# LocalPartSettings' fields and defaults, written out for the code of a Hub folder without a local part (which has no
+# such class); tests/mechanisms/test_settings.py checks that the two agree.
+LOCAL_PART_DEFAULTS = {"local_window": None, "local_block": None, "global_tokens": 0, "local_window_every": 1,
+                       "initial_mechanism_weight": None, "shared_normaliser": None}
+LOCAL_PART_SETTINGS = tuple(LOCAL_PART_DEFAULTS)
+# How to build another local part than a Hub folder's code holds.
+WITH_THE_PACKAGE = ("pip install hf_effattn, then import hf_effattn and load the folder without trust_remote_code (the "
+                    "package builds any local part).")
 
 
 @dataclass(frozen=True)
 class LocalPartSettings(DeclaredSettings):
-    """The model's local part (the module docstring); built only where it has one (a window or blocks)."""
+    """The model's local part (the module docstring), where it has one (a window or blocks)."""
 
     local_window: int | None = setting(None, int, minimum=2, none_means="no window")
     local_block: int | None = setting(None, int, minimum=1, none_means="no blocks")
@@ -73,8 +77,7 @@ class LocalPartSettings(DeclaredSettings):
         return layer_idx % self.local_window_every == 0
 
     def shares_normaliser(self, role: str) -> bool:
-        """Whether a mechanism of ``role`` puts its terms under the part's normaliser (``shared_normaliser``
-        resolved; only a kernelized mechanism can)."""
+        """Whether a mechanism of ``role`` (only a kernelized one can) puts its terms under the part's normaliser."""
         if role != "kernel":
             return False
         return self.kind == "window" if self.shared_normaliser is None else self.shared_normaliser
@@ -88,8 +91,8 @@ class LocalPartSettings(DeclaredSettings):
         return GATE_STARTS["shared" if self.shares_normaliser(role) else "mixed", self.kind]
 
     def check(self, attention_type: str, role: str | None, max_length: int | None) -> None:
-        """Raise ``ValueError`` for a local part that mechanism ``attention_type`` (of ``role``) cannot take, or that
-        does not fit the model's maximum length."""
+        """Raise for a local part that mechanism ``attention_type`` (of ``role``) cannot take or ``max_length`` cannot
+        hold."""
         named = f"attention_type={attention_type!r}"
         require(role is not None, self.kind_name, self.size, f"None for {named}, which is exact over every token "
                 "already (for a window or blocks alone use attention_type='local')")
@@ -124,14 +127,9 @@ class LocalPartSettings(DeclaredSettings):
         return "local_block" if self.kind == "blocks" else "local_window"
 
 
-LOCAL_PART_SETTINGS = tuple(field.name for field in dataclasses.fields(LocalPartSettings))
-LOCAL_PART_DEFAULTS = {field.name: field.default for field in dataclasses.fields(LocalPartSettings)}
-
-
 def local_part_settings(values: dict[str, Any], role: str | None) -> LocalPartSettings | None:
-    """The local part that the settings ``values`` (name -> value, the config's fields) declare, checked field by
-    field; None without one. The local part alone (``role`` ``"alone"``) defaults to a window of
-    :data:`DEFAULT_WINDOW`; settings that need a window or blocks raise without either."""
+    """The local part that ``values`` (the config's fields) declare, checked; None without one (then every setting
+    must keep its default). The part alone (``role`` ``"alone"``) defaults to a window of :data:`DEFAULT_WINDOW`."""
     values = {name: values.get(name, default) for name, default in LOCAL_PART_DEFAULTS.items()}
     if role == "alone" and values["local_window"] is None and values["local_block"] is None:
         values["local_window"] = DEFAULT_WINDOW
@@ -142,6 +140,34 @@ def local_part_settings(values: dict[str, Any], role: str | None) -> LocalPartSe
         require(values[name] == default, name, values[name], f"{default!r} without a local part (it describes a window "
                 "or blocks): set local_window or local_block")
     return None
+
+
+def without_local_part(values: dict[str, Any], role: str | None) -> None:
+    """What stands for :func:`local_part_settings` in the code of a Hub folder whose model has no local part
+    (``remote_code.py``): None, or a ``ValueError`` for a local part's setting, which that code cannot build."""
+    given = [f"{name}={values[name]!r}" for name, default in LOCAL_PART_DEFAULTS.items()
+             if values.get(name, default) != default]
+    if given:
+        raise ValueError(f"This model's code has no local part, so {', '.join(given)} cannot be set: "
+                         f"{WITH_THE_PACKAGE}")
+    return None
+
+
+def current_spelling(values: dict) -> dict:
+    """``values`` (a ``config.json`` dict, or arguments: ``attention_config`` and the local part's settings) with the
+    local part's settings moved out of ``attention_config`` to their own keys, where folders saved before 0.3 keep
+    them; one given both ways with two values raises."""
+    own, legacy = split_local_settings(values.get("attention_config"))
+    if own == values.get("attention_config"):
+        return values
+    given = {name: values[name] for name in LOCAL_PART_SETTINGS if name in values}
+    return {**values, "attention_config": own, **merge_local_settings(given, legacy)}
+
+
+def as_written(values: dict) -> dict:
+    """What stands for :func:`current_spelling` in a Hub folder's code (``remote_code.py``): ``values`` as they are,
+    since that folder's ``config.json`` is written in the current spelling."""
+    return values
 
 
 def split_local_settings(attention_config: dict | None) -> tuple[dict | None, dict]:

@@ -29,21 +29,20 @@ from .attention_registry import register_local_part
 from .hybrid_attention import LocalOutput, LocalPart
 from .masking import RankOrder, at_least_float32, masked_softmax
 
-MIN_BLOCK = 32  # the fewest queries in a block: a smaller window still scores 3 * 32 keys per query
+MIN_BLOCK = 32  # fewest queries a block: a smaller window still scores 3 * 32 keys
 
 
 class WindowBlocks:
-    """Rank-ordered tokens cut into ``n`` blocks of ``b`` queries, and the keys each block scores: its own block,
-    its two neighbours and the g global keys, ``3b + g`` in all. ``allowed [B, 1, n, b, 3b + g]`` says which of
-    them a query attends to exactly: within its window and real, or global and real (a global key is never also
-    counted in the window part)."""
+    """Rank-ordered tokens in ``n`` blocks of ``b`` queries; a block scores ``3b + g`` keys: its own, its two
+    neighbours' and the global ones. ``allowed [B, 1, n, b, 3b + g]``: the real keys in a query's window or global
+    (each counted once)."""
 
     def __init__(self, lengths: torch.Tensor, length: int, radius: int, global_tokens: int, device):
         self.block = max(radius, MIN_BLOCK, global_tokens)
         self.length, self.global_tokens = length, global_tokens
         self.num_blocks = (length + self.block - 1) // self.block
         ranks = torch.arange(self.num_blocks * self.block, device=device)
-        real = ranks < lengths[:, None]  # [B, P]
+        real = ranks < lengths[:, None]  # [B, n b]
         near_keys = self.neighbours(self.queries((real & (ranks >= global_tokens))[:, None, :, None]))
         offsets = torch.arange(self.block, device=device)[:, None] + self.block - torch.arange(3 * self.block,
                                                                                               device=device)
@@ -52,15 +51,15 @@ class WindowBlocks:
             global_keys = real[:, None, None, None, :global_tokens]  # [B, 1, 1, 1, g]
             allowed = torch.cat([allowed, global_keys.expand(*allowed.shape[:-1], global_tokens)], dim=-1)
         self.allowed = allowed
-        self.real = real  # [B, P]
+        self.real = real
 
     @property
     def padded(self) -> int:
-        """``n b``: the tokens of the blocks, the last one filled with zeros."""
+        """``n b``: the blocks' tokens, zero-padded."""
         return self.num_blocks * self.block
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N or less, F]`` -> ``[B, h, n b, F]``, zeros after the last token."""
+        """``[B, h, N or less, F]`` -> ``[B, h, n b, F]``, zero-padded."""
         return F.pad(x, (0, 0, 0, self.padded - x.shape[2]))
 
     def queries(self, x: torch.Tensor) -> torch.Tensor:
@@ -69,13 +68,12 @@ class WindowBlocks:
 
     @staticmethod
     def neighbours(blocks: torch.Tensor) -> torch.Tensor:
-        """``[B, h, n, b, F]`` -> ``[B, h, n, 3b, F]``: each block with the one before and the one after (zeros at
-        the ends)."""
+        """``[B, h, n, b, F]`` -> ``[B, h, n, 3b, F]``: each block with its two neighbours (zeros at the ends)."""
         padded = F.pad(blocks, (0, 0, 0, 0, 1, 1))  # [B, h, n + 2, b, F]
         return torch.cat([padded[:, :, :-2], padded[:, :, 1:-1], padded[:, :, 2:]], dim=3)
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> the keys (or values) each block scores, ``[B, h, n, 3b + g, F]``."""
+        """``[B, h, N, F]`` -> ``[B, h, n, 3b + g, F]``: the keys (or values) each block scores."""
         padded = self.pad(x)
         near = self.neighbours(padded.unflatten(2, (self.num_blocks, self.block)))
         if not self.global_tokens:
@@ -88,15 +86,14 @@ class WindowBlocks:
         return y.flatten(2, 3)[:, :, :self.length]
 
     def products(self, queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-        """``queries [B, h, N, F] . keys [B, h, N, F]`` of each query with the keys its block scores, ``[B, h, n, b,
-        3b + g]``: one batched product over the ``B h n`` blocks (a 5-D ``matmul`` would loop in its backward)."""
+        """Each query's products with its block's keys, ``[B, h, N, F]`` twice -> ``[B, h, n, b, 3b + g]``, in one
+        ``torch.bmm`` (a 5-D ``matmul`` loops in backward)."""
         blocked = self.queries(queries)
         products = torch.bmm(blocked.flatten(0, 2), self.keys(keys).flatten(0, 2).transpose(1, 2))
         return products.view(*blocked.shape[:-1], products.shape[-1])
 
     def weighted(self, weights: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
-        """``weights [B, h, n, b, 3b + g]`` applied to the values each block scores, ``values [B, h, N, F]`` ->
-        ``[B, h, N, F]``."""
+        """``weights [B, h, n, b, 3b + g]`` applied to ``values [B, h, N, F]`` -> ``[B, h, N, F]``."""
         blocked = self.keys(values)
         mixed = torch.bmm(weights.to(values.dtype).flatten(0, 2), blocked.flatten(0, 2))
         return self.tokens(mixed.view(*weights.shape[:-1], values.shape[-1]))
@@ -104,8 +101,8 @@ class WindowBlocks:
 
 @register_local_part("window")
 class LocalWindow(LocalPart):
-    """The exact window of one attention layer (see the module docstring); ``mechanism_weight``: with a mechanism
-    beside it, the initial ``sigma(mechanism_logit)`` of every head, else None."""
+    """Exact sliding-window softmax: token i attends to real j with ``|rank_i - rank_j| <= local_window // 2`` or
+    ``rank_j < g``, a global token to all."""
 
     def __init__(self, num_heads: int, local_window: int, global_tokens: int = 0,
                  mechanism_weight: float | None = None):
@@ -117,15 +114,14 @@ class LocalWindow(LocalPart):
 
     def attend(self, query, key, value, padding_mask, dropout: nn.Module,
                output_attentions: bool = False) -> LocalOutput:
-        """The window alone: ``query``, ``key``, ``value`` ``[B, h, N, d]`` and ``padding_mask [B, N]`` (or None)
-        -> :class:`~hybrid_attention.LocalOutput`; ``dropout`` acts on the probabilities."""
+        """The window alone on ``[B, h, N, d]`` projections; ``dropout`` acts on the probabilities."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         attentions = self.dense_probabilities(query, key, order) if output_attentions else None
         query, key, value = (order.to_ranks(x) for x in (query, key, value))
         blocks = self.blocks(order, length, query.device)
         scores = at_least_float32(blocks.products(query * query.shape[-1] ** -0.5, key))  # [B, h, n, b, 3b + g]
-        probabilities = masked_softmax(scores, blocks.allowed, dim=-1)  # a row with no key (a pad's) is ignored
+        probabilities = masked_softmax(scores, blocks.allowed, dim=-1)  # a pad's row has no key: ignored
         context = blocks.weighted(dropout(probabilities), value)
         context = self.with_global_rows(context, query, key, value, order.lengths, blocks.padded, dropout)
         return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)

@@ -9,26 +9,16 @@ from __future__ import annotations
 
 import torch
 
-# An additive mask entry at or below this hides its key (Transformers writes the dtype's minimum, older code -10000).
+# An additive mask entry at or below this hides its key (the dtype's minimum; -10000 in older code).
 ADDITIVE_MASKED = -1000.0
 PASS_2D = "pass the [B, N] padding mask instead (1 at real tokens, 0 at pads)"
 
 
 def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: int) -> torch.Tensor | None:
-    """The ``[B, N]`` bool padding mask from a model's ``attention_mask``, in any form that expresses padding:
-
-    * ``[B, N]``, nonzero at real tokens (what tokenizers give);
-    * ``[B, 1, 1, N]`` or ``[B, 1, N, N]``, the padding mask broadcast over the queries as Transformers prepares it
-      (``get_extended_attention_mask``, ``create_bidirectional_mask``): bool (True = real), integer 0/1, or float,
-      either 0/1 or additive (0 at real tokens, a large negative value at pads: at most -1000, e.g. the dtype's
-      minimum or -inf). In the ``[B, 1, N, N]`` form the rows of pad queries may also be all hidden.
-
-    Any other shape raises ``ValueError``, and so does a 4-D mask that is not a broadcast padding mask (a causal or
-    per-query mask, an attention bias): the mechanisms can only hide the same keys from every query. The values of
-    a 4-D mask are checked in eager mode; while compiling or exporting they are not (a check would break the graph).
-    A mask without pads (all ones, as a tokenizer returns for sequences of one length) gives ``None`` in eager mode,
-    so that the mechanisms take their unpadded paths (the same outputs, sooner).
-    """
+    """The ``[B, N]`` bool padding mask from ``attention_mask``, ``[B, N]`` (nonzero at real tokens) or
+    Transformers' broadcast ``[B, 1, 1, N]`` / ``[B, 1, N, N]`` (bool, 0/1 or additive); None without pads (eager mode
+    only), so that the unpadded paths run. ``ValueError`` for other shapes, and for a 4-D mask that hides different
+    keys from different queries (causal, a bias); its values are checked in eager mode only."""
     if attention_mask is None:
         return None
     shape = tuple(attention_mask.shape)
@@ -44,9 +34,8 @@ def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: i
 
 
 def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
-    """``[B, N]`` real tokens of a ``[B, 1, Q, N]`` mask (Q = 1 or N; see :func:`padding_mask_from`): the keys that
-    some query sees. A float mask is read as 0/1 when all its values are 0 or 1 and one is 1, else as additive,
-    without a branch on the values (a tensor-wide ``where``), so the conversion compiles and exports."""
+    """``[B, N]``: the keys that some query of a ``[B, 1, Q, N]`` mask sees. A float mask is 0/1 if all its
+    values are 0 or 1 and one is 1, else additive (a ``where``, which compiles and exports)."""
     rows = attention_mask[:, 0]  # [B, Q, N]
     if rows.dtype == torch.bool:
         seen = rows
@@ -61,35 +50,32 @@ def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def capturing_graph() -> bool:
-    """Whether the code runs under ``torch.compile``, ``torch.export`` or tracing, where branching on a tensor's
-    values would break the graph."""
+    """Whether the code runs under ``torch.compile``, ``torch.export`` or tracing, where a branch on tensor values
+    breaks the graph."""
     return torch.compiler.is_compiling() or exporting_graph()
 
 
 def exporting_graph() -> bool:
-    """Whether the code runs under ``torch.export`` (``torch.onnx.export``) or tracing: the graph must serve every
-    input shape, so a branch on a shape (a sequence a whole number of blocks long), or a size of 1 (which
-    ``torch.export`` fixes), would bake the traced one in. ``torch.compile`` guards both and compiles again."""
+    """Whether the code runs under ``torch.export`` or tracing: one graph for every shape, so that a branch on a
+    shape, or a size of 1, would bake the traced one in."""
     return torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 
 def without_padding_as_none(padding_mask: torch.Tensor) -> torch.Tensor | None:
-    """``None`` for a ``[B, N]`` padding mask in which every token is real, read in eager mode only (as Transformers'
-    sdpa path drops an all-ones mask: one host sync per forward on an accelerator); a captured graph keeps the mask
-    and never branches on its values."""
+    """None when every token is real, in eager mode (as Transformers' sdpa path drops an all-ones mask)."""
     if capturing_graph() or not bool(padding_mask.all()):
         return padding_mask
     return None
 
 
 def is_zero_one(values: torch.Tensor) -> torch.Tensor:
-    """A 0-d bool tensor: all ``values`` are 0 or 1, and one is 1 (an all-zero float mask is additive: no pads)."""
+    """0-d bool: all ``values`` are 0 or 1, and one is 1 (all zeros is an additive mask without pads)."""
     return ((values == 0) | (values == 1)).all() & (values == 1).any()
 
 
 def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask: torch.Tensor) -> None:
-    """Raise unless the 4-D mask's ``rows [B, Q, N]`` hold valid values and ``seen [B, Q, N]`` (the keys each query
-    sees) is ``padding_mask [B, N]`` for every query, or nothing for a pad query."""
+    """Raise unless ``rows [B, Q, N]`` hold mask values and each query sees (``seen``) the keys of
+    ``padding_mask [B, N]``, or none for a pad query."""
     if rows.is_floating_point() and not (is_zero_one(rows) | ((rows == 0) | (rows <= ADDITIVE_MASKED)).all()):
         raise ValueError(
             "A float 4-D attention_mask must be 0/1 (1 at real tokens) or additive (0 at real tokens, at most "
@@ -99,7 +85,7 @@ def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask
     if rows.dtype != torch.bool and not rows.is_floating_point() and not ((rows == 0) | (rows == 1)).all():
         raise ValueError(f"An integer 4-D attention_mask must hold 0 (pad) and 1 (real token): {PASS_2D}.")
     rows_fit = (seen == padding_mask[:, None, :]).all(-1)  # [B, Q]
-    if seen.shape[1] > 1:  # [B, 1, N, N]: the row of a pad query may also hide every key
+    if seen.shape[1] > 1:  # [B, 1, N, N]: a pad query's row may hide every key
         rows_fit |= ~seen.any(-1) & ~padding_mask
     if not rows_fit.all():
         raise ValueError(
@@ -109,23 +95,20 @@ def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask
 
 
 def masked_fill_min(logits: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    """Set ``logits`` to the dtype's lowest value where ``keep`` (broadcastable) is False.
-
-    A finite fill keeps an all-pad row finite (uniform weights) instead of NaN, while any row with
-    one real entry gives pads exactly zero weight after a softmax.
-    """
+    """``logits`` at the dtype's lowest value where ``keep`` (broadcastable) is False: finite, so that an all-pad
+    row softmaxes to uniform weights, not NaN."""
     if keep is None:
         return logits
     return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
 
 
 def masked_softmax(logits: torch.Tensor, keep: torch.Tensor | None, dim: int) -> torch.Tensor:
-    """Softmax over ``dim`` in which entries with ``keep == False`` get zero weight."""
+    """Softmax over ``dim``, zero weight where ``keep`` is False."""
     return torch.softmax(masked_fill_min(logits, keep), dim=dim)
 
 
 def zero_pads(x: torch.Tensor, padding_mask: torch.Tensor | None, token_dim: int = 1) -> torch.Tensor:
-    """Zero the entries of ``x`` (batch first, tokens along ``token_dim``) at pad positions."""
+    """``x`` (batch first, tokens along ``token_dim``) zeroed at pads."""
     if padding_mask is None:
         return x
     shape = [1] * x.dim()
@@ -134,15 +117,15 @@ def zero_pads(x: torch.Tensor, padding_mask: torch.Tensor | None, token_dim: int
 
 
 def real_lengths(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B]`` number of real tokens in each sequence."""
+    """``[B]`` real tokens per sequence."""
     if padding_mask is None:
         return torch.full((batch,), length, dtype=torch.long, device=device)
     return padding_mask.sum(-1)
 
 
 def token_ranks(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B, N]`` rank of each token among its sequence's real tokens (0-based; pads get the rank
-    of the next real token, clamped to the last one)."""
+    """``[B, N]`` rank of each token among its sequence's real tokens, from 0; a pad gets the next real token's
+    (at most the last)."""
     if padding_mask is None:
         return torch.arange(length, device=device).expand(batch, length)
     ranks = padding_mask.long().cumsum(-1) - padding_mask.long()
@@ -150,31 +133,30 @@ def token_ranks(padding_mask: torch.Tensor | None, batch: int, length: int, devi
 
 
 def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``x [B, h, N, F]`` with its tokens taken in the order ``index [B, N]``, same shape."""
+    """``x [B, h, N, F]`` with its tokens in the order ``index [B, N]``."""
     return torch.gather(x, 2, index[:, None, :, None].expand_as(x))
 
 
 def real_positions(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B, N]`` absolute position of the t-th real token at index t (undefined past the real length,
-    filled with 0): the inverse of :func:`token_ranks` on real tokens."""
+    """``[B, N]`` position of the t-th real token at index t (0 past the real length): :func:`token_ranks`
+    inverted."""
     positions = torch.arange(length, device=device).expand(batch, length)
     if padding_mask is None:
         return positions
-    # Scatter each real token's position to its rank; pads go to a spare column N, dropped after (no sort:
-    # ONNX has no stable sort).
+    # Pads go to a spare column N, dropped after: a scatter, since ONNX has no stable sort.
     target = torch.where(padding_mask, token_ranks(padding_mask, batch, length, device), length)
     spare = torch.zeros(batch, length + 1, dtype=positions.dtype, device=device)
     return spare.scatter(1, target, positions)[:, :length]
 
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in float32, or in its own dtype when that is wider (float64 stays)."""
+    """``x`` in float32, or in its own dtype when wider."""
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 class RankOrder:
-    """Moves ``[B, h, N, F]`` tensors between token positions and rank order, in which each sequence's real tokens
-    come first, in order. Without a padding mask the two orders are the same and nothing moves."""
+    """Moves ``[B, h, N, F]`` tensors between token positions and rank order, each sequence's real tokens first;
+    without a padding mask nothing moves."""
 
     def __init__(self, padding_mask: torch.Tensor | None, batch: int, length: int, device):
         self.lengths = real_lengths(padding_mask, batch, length, device)  # [B]
@@ -184,8 +166,7 @@ class RankOrder:
             self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: the rank at position i
 
     def to_ranks(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, h, N, F]`` in rank order; the slots past a sequence's real tokens hold copies, never zeros (see
-        :meth:`zero_past_end`)."""
+        """``x [B, h, N, F]`` in rank order; slots past the real tokens hold copies, not zeros."""
         return x if self.padding_mask is None else gather_tokens(x, self.positions)
 
     def zero_past_end(self, x: torch.Tensor) -> torch.Tensor:
@@ -199,5 +180,5 @@ class RankOrder:
         return x if self.padding_mask is None else gather_tokens(x, self.ranks)
 
     def ranks_at_positions(self, length: int, device) -> torch.Tensor:
-        """``[B, N]`` (``[1, N]`` without padding): each position's rank among its sequence's real tokens."""
+        """Each position's rank among its sequence's real tokens: ``[B, N]``, or ``[1, N]`` without padding."""
         return torch.arange(length, device=device)[None] if self.padding_mask is None else self.ranks

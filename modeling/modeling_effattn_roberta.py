@@ -1,15 +1,8 @@
-"""RoBERTa-style text encoders whose self-attention is any registered mechanism, and their task heads.
+"""RoBERTa-style text encoders with any registered attention mechanism, and their task heads.
 
-Parameter names are RoBERTa's (``roberta.embeddings.*``, ``roberta.encoder.layer.N.attention.self.query``,
-``lm_head.*``, ``classifier.*``, ...), so RoBERTa checkpoints load as they are. BERT checkpoints load after a
-renaming (``bert.`` -> ``roberta.``, BERT's masked-LM head ``cls.predictions.*`` -> ``lm_head.*``) and with
-``roberta_positions=False`` (BERT numbers positions ``0 .. N-1``; RoBERTa from ``pad_token_id + 1``, skipping
-pads). BERT's sequence-classification head (a linear layer on the pooler) differs from RoBERTa's and is not
-reused.
-
-Heads: masked LM, sequence classification (regression, single- and multi-label), token classification,
-question answering (extractive spans), multiple choice. Whenever a head computes a loss it adds the
-mechanisms' auxiliary loss, also returned as ``aux_loss``.
+Parameter names are RoBERTa's, so RoBERTa checkpoints load as they are, and BERT's after a renaming, with
+``roberta_positions=False`` (all but BERT's sequence-classification head, which differs from RoBERTa's). A head's
+loss includes the mechanisms' auxiliary loss, also returned as ``aux_loss``.
 """
 
 from __future__ import annotations
@@ -65,8 +58,8 @@ class EffAttnRobertaEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def position_ids(self, input_ids: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-        """``[B, N]`` positions: RoBERTa's (real tokens counted from ``padding_idx + 1``, pads at
-        ``padding_idx``) or BERT's ``0 .. N-1``."""
+        """``[B, N]`` positions: RoBERTa's (real tokens from ``padding_idx + 1``, pads at ``padding_idx``) or BERT's
+        ``0 .. N-1``."""
         if not self.roberta_positions:
             return torch.arange(length, device=device).expand(batch, length)
         if input_ids is None:
@@ -88,8 +81,7 @@ class EffAttnRobertaEmbeddings(nn.Module):
 
 
 class EffAttnLMHead(nn.Module):
-    """Masked-LM head, ``[B, N, C] -> [B, N, vocab]``: dense, activation, LayerNorm, decoder (tied to the word
-    embeddings; ``decoder.bias`` tied to ``bias``)."""
+    """Masked-LM head ``[B, N, C] -> [B, N, vocab]``; the decoder is tied to the word embeddings."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__()
@@ -104,7 +96,7 @@ class EffAttnLMHead(nn.Module):
 
 
 class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
-    """Loads RoBERTa, BERT and ``effattn_roberta`` checkpoints (see :class:`EffAttnPreTrainedModel`)."""
+    """Base of the text models: loads RoBERTa, BERT and ``effattn_roberta`` checkpoints."""
 
     config_class = EffAttnRobertaConfig
     config: EffAttnRobertaConfig
@@ -120,22 +112,19 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
             init.zeros_(module.bias)
 
     def extend_position_embeddings(self, config) -> None:
-        """Longformer's copy of the position rows (``position_extension``); RoBERTa's reserved rows
-        ``0 .. pad_token_id`` are kept, BERT's positions have none."""
+        """Extend the position table by Longformer's copy, keeping RoBERTa's reserved rows."""
         tile_position_rows(self.base_model.embeddings.position_embeddings, config.max_position_embeddings,
                            self.first_position_row(config))
 
     def position_period(self) -> int | None:
-        """The length of the learned block that the position table repeats after Longformer's copy (a table
-        extended and not trained since), or None where it repeats nothing."""
+        """The period the position table repeats, if extended by copying and not trained since; else None."""
         rows = self.base_model.embeddings.position_embeddings.weight[self.first_position_row(self.config):]
         period = learned_length(rows.detach())
         return period if period < len(rows) else None
 
     @classmethod
     def extension_period(cls, saved) -> int:
-        """A RoBERTa or BERT checkpoint's positions are all learned: an extension copies them in blocks of its
-        maximum length."""
+        """``saved``'s maximum length: a RoBERTa or BERT checkpoint learned all its positions."""
         return saved.attention_max_length
 
     @staticmethod
@@ -145,8 +134,7 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
 
 
 class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
-    """The bare encoder: embeddings, the layer stack, and (``add_pooling_layer``) RoBERTa's pooler (tanh of a
-    dense layer on the first token)."""
+    """The bare encoder: embeddings, the layer stack and, with ``add_pooling_layer``, RoBERTa's pooler."""
 
     def __init__(self, config: EffAttnRobertaConfig, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -162,7 +150,7 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
         self.embeddings.word_embeddings = value
 
     def check_length(self, length: int) -> None:
-        """Raise a clear error for inputs longer than the position embeddings allow."""
+        """Raise for inputs longer than the position embeddings allow."""
         maximum = self.config.attention_max_length
         if length > maximum:
             positions = f"max_position_embeddings={self.config.max_position_embeddings}"
@@ -176,19 +164,12 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
             )
 
     @can_return_tuple
-    def forward(
-        self,
-        input_ids: torch.LongTensor | None = None,
-        attention_mask: torch.Tensor | None = None,
-        token_type_ids: torch.LongTensor | None = None,
-        position_ids: torch.LongTensor | None = None,
-        inputs_embeds: torch.FloatTensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> EffAttnModelOutput:
-        r"""``input_ids [B, N]`` (or ``inputs_embeds [B, N, C]``), ``attention_mask [B, N]`` (1 = real token; or its
-        4-D broadcast ``[B, 1, 1, N]`` / ``[B, 1, N, N]``, see :func:`~masking.padding_mask_from`)
-        -> ``last_hidden_state [B, N, C]``, ``pooler_output [B, C]``. An empty batch (B = 0) gives empty outputs."""
+    def forward(self, input_ids: torch.LongTensor | None = None, attention_mask: torch.Tensor | None = None,
+                token_type_ids: torch.LongTensor | None = None, position_ids: torch.LongTensor | None = None,
+                inputs_embeds: torch.FloatTensor | None = None, output_attentions: bool | None = None,
+                output_hidden_states: bool | None = None) -> EffAttnModelOutput:
+        r"""``input_ids [B, N]`` or ``inputs_embeds [B, N, C]``, ``attention_mask [B, N]`` (1 = real token) or its 4-D
+        broadcast -> ``last_hidden_state [B, N, C]``, ``pooler_output [B, C]``."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
@@ -202,11 +183,10 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
-    """Masked language modelling: logits ``[B, N, vocab]``; labels ``[B, N]`` with -100 for ignored tokens.
+    """Masked language modelling: logits ``[B, N, vocab]``; labels ``[B, N]``, -100 where ignored.
 
-    ``sparse_prediction=True`` (with labels; ModernBERT's sparse prediction) computes the head only at the labelled
-    tokens: logits ``[M, vocab]`` for the M labelled tokens in order, the same loss, without the ``[B, N, vocab]``
-    logits that dominate a long block's cost (the vocabulary is ~80x the width)."""
+    ``sparse_prediction=True`` (needs labels) gives logits ``[M, vocab]`` at the M labelled tokens only, sparing the
+    full logits that dominate a long input's cost."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
@@ -227,23 +207,11 @@ class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
         self.lm_head.decoder = new_embeddings
 
     @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels: torch.LongTensor | None = None,
-        output_attentions=None,
-        output_hidden_states=None,
-        sparse_prediction: bool = False,
-    ) -> EffAttnMaskedLMOutput:
-        outputs = self.roberta(
-            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True,
-        )
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                labels: torch.LongTensor | None = None, output_attentions=None, output_hidden_states=None,
+                sparse_prediction: bool = False) -> EffAttnMaskedLMOutput:
+        outputs = self.roberta(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                               output_attentions, output_hidden_states, return_dict=True)
         hidden_states = outputs.last_hidden_state
         if sparse_prediction:
             if labels is None:
@@ -259,8 +227,8 @@ class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
-    """Sequence classification or regression with RoBERTa's head on the first token: logits
-    ``[B, num_labels]``; the loss follows ``config.problem_type`` as in Transformers."""
+    """Sequence classification or regression from the first token: logits ``[B, num_labels]``; the loss follows
+    ``config.problem_type``."""
 
     accepts_loss_kwargs = False
 
@@ -272,29 +240,18 @@ class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels: torch.Tensor | None = None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> EffAttnSequenceClassifierOutput:
-        outputs = self.roberta(
-            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True,
-        )
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                labels: torch.Tensor | None = None, output_attentions=None,
+                output_hidden_states=None) -> EffAttnSequenceClassifierOutput:
+        outputs = self.roberta(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                               output_attentions, output_hidden_states, return_dict=True)
         logits = self.classifier(outputs.last_hidden_state)
         loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
         return head_output(EffAttnSequenceClassifierOutput, outputs, loss, logits=logits)
 
 
 class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
-    """Token classification: logits ``[B, N, num_labels]``; labels ``[B, N]`` with -100 for ignored tokens."""
+    """Token classification: logits ``[B, N, num_labels]``; labels ``[B, N]``, -100 where ignored."""
 
     accepts_loss_kwargs = False
 
@@ -308,22 +265,11 @@ class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels: torch.LongTensor | None = None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> EffAttnTokenClassifierOutput:
-        outputs = self.roberta(
-            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True,
-        )
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                labels: torch.LongTensor | None = None, output_attentions=None,
+                output_hidden_states=None) -> EffAttnTokenClassifierOutput:
+        outputs = self.roberta(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                               output_attentions, output_hidden_states, return_dict=True)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
         loss = None
         if labels is not None:
@@ -333,8 +279,8 @@ class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
-    """Extractive question answering: ``start_logits``, ``end_logits`` ``[B, N]``; positions outside the
-    input are ignored in the loss, as in Transformers."""
+    """Extractive question answering: ``start_logits``, ``end_logits`` ``[B, N]``; the loss ignores positions
+    outside the input."""
 
     accepts_loss_kwargs = False
 
@@ -345,23 +291,11 @@ class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        start_positions: torch.LongTensor | None = None,
-        end_positions: torch.LongTensor | None = None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> EffAttnQuestionAnsweringOutput:
-        outputs = self.roberta(
-            input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids, position_ids=position_ids,
-            inputs_embeds=inputs_embeds, output_attentions=output_attentions,
-            output_hidden_states=output_hidden_states, return_dict=True,
-        )
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                start_positions: torch.LongTensor | None = None, end_positions: torch.LongTensor | None = None,
+                output_attentions=None, output_hidden_states=None) -> EffAttnQuestionAnsweringOutput:
+        outputs = self.roberta(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
+                               output_attentions, output_hidden_states, return_dict=True)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
         loss = None
@@ -390,17 +324,9 @@ class EffAttnRobertaForMultipleChoice(EffAttnRobertaPreTrainedModel):
         self.post_init()
 
     @can_return_tuple
-    def forward(
-        self,
-        input_ids=None,
-        attention_mask=None,
-        token_type_ids=None,
-        position_ids=None,
-        inputs_embeds=None,
-        labels: torch.LongTensor | None = None,
-        output_attentions=None,
-        output_hidden_states=None,
-    ) -> EffAttnMultipleChoiceOutput:
+    def forward(self, input_ids=None, attention_mask=None, token_type_ids=None, position_ids=None, inputs_embeds=None,
+                labels: torch.LongTensor | None = None, output_attentions=None,
+                output_hidden_states=None) -> EffAttnMultipleChoiceOutput:
         num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
         inputs = dict(
             input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,

@@ -1,19 +1,9 @@
-"""ViT-style image encoders whose self-attention is any registered mechanism, and their task heads.
+"""ViT-style image encoders with any registered attention mechanism, and their task heads.
 
-The embeddings (patches, [CLS] token, position embeddings, optional mask token) are Transformers' own
-``ViTEmbeddings``; the layers are pre-LN :class:`~encoder.EffAttnViTLayer` under ``vit.encoder.layer.N``
-with RoBERTa-style names, because the mechanism owns ``query``/``key``/``value``. ViT checkpoints load after
-a renaming (``VIT_KEY_MAPPING``) from either naming:
-
-* Transformers 5: ``vit.layers.N.attention.{q,k,v,o}_proj``, ``mlp.fc1``, ``mlp.fc2``;
-* earlier versions (and Transformers 5's default ``save_pretrained`` format):
-  ``vit.encoder.layer.N.attention.attention.{query,key,value}``, ``attention.output.dense``,
-  ``intermediate.dense``, ``output.dense``.
-
-``layernorm_before``, ``layernorm_after``, ``vit.layernorm``, ``vit.embeddings.*`` and ``vit.pooler`` keep
-their names. Heads: image classification (regression, single- and multi-label as in Transformers) and
-masked image modelling (SimMIM). The mechanisms' auxiliary loss is added to any loss a head computes and
-returned as ``aux_loss``.
+The embeddings are Transformers' ``ViTEmbeddings``; the pre-LN layers take RoBERTa's names (``attention.self.query``),
+since the mechanism owns ``query``/``key``/``value``. ``VIT_KEY_MAPPING`` renames ViT checkpoints of either naming,
+Transformers 5's or the older one. A head's loss includes the mechanisms' auxiliary loss, also returned as
+``aux_loss``.
 """
 
 from __future__ import annotations
@@ -53,7 +43,7 @@ VIT_KEY_MAPPING = {
 
 
 class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
-    """Loads ViT and ``effattn_vit`` checkpoints (see :class:`EffAttnPreTrainedModel`)."""
+    """Base of the image models: loads ViT and ``effattn_vit`` checkpoints."""
 
     config_class = EffAttnViTConfig
     config: EffAttnViTConfig
@@ -72,13 +62,13 @@ class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
                 init.zeros_(module.mask_token)
 
     def extend_position_embeddings(self, config) -> None:
-        """The patches' position grid resized to ``config.image_size`` (``position_extension``)."""
+        """Interpolate the patches' position grid to ``config.image_size``."""
         interpolate_patch_positions(self.base_model.embeddings, *pair(config.image_size))
 
 
 class EffAttnViTModel(EffAttnViTPreTrainedModel):
-    """The bare encoder: patch embeddings, the pre-LN layer stack, a final LayerNorm and (``add_pooling_layer``)
-    ViT's pooler on the [CLS] token; ``use_mask_token`` adds the mask token of masked image modelling."""
+    """The bare encoder: patch embeddings, the pre-LN layer stack, a final LayerNorm and, with ``add_pooling_layer``,
+    ViT's pooler; ``use_mask_token`` adds SimMIM's mask token."""
 
     def __init__(self, config: EffAttnViTConfig, add_pooling_layer: bool = True, use_mask_token: bool = False):
         super().__init__(config)
@@ -92,8 +82,8 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
         return self.embeddings.patch_embeddings
 
     def check_length(self, tokens: int, image_shape) -> None:
-        """Raise a clear error when an image (larger than ``image_size``, with ``interpolate_pos_encoding``) gives
-        more tokens than a mechanism with a maximum length was built for."""
+        """Raise where a larger image (``interpolate_pos_encoding``) gives more tokens than the mechanism's maximum
+        length."""
         attention = self.encoder.layer[0].attention.self if len(self.encoder.layer) else None
         if attention is None or not attention.needs_max_length or tokens <= attention.max_length:
             return
@@ -131,7 +121,7 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
 
 class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
     """Image classification or regression from the final [CLS] state: logits ``[B, num_labels]``; the loss
-    follows ``config.problem_type`` as in Transformers."""
+    follows ``config.problem_type``."""
 
     accepts_loss_kwargs = False
 
@@ -161,8 +151,8 @@ class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
 
 
 class EffAttnViTForMaskedImageModeling(EffAttnViTPreTrainedModel):
-    """SimMIM: masked patches are replaced by a mask token and reconstructed by a 1x1 convolution and a pixel
-    shuffle; the loss is the L1 error over masked pixels (``bool_masked_pos [B, patches]`` given)."""
+    """SimMIM masked image modelling: ``reconstruction [B, channels, H, W]``; with ``bool_masked_pos [B, patches]``,
+    the L1 loss over the masked pixels."""
 
     accepts_loss_kwargs = False
 

@@ -1,12 +1,9 @@
-"""Kerformer's attention as functions on tensors: the fast op, through ``d x d`` summaries (the kernelized forward of
+"""Kerformer's attention on tensors: the op through ``d x d`` summaries (the kernelized forward of
 ``kernel_attention.py``), which the layer (``attention_kerformer.py``) calls, and its naive O(N^2) form, which builds
-the N x N matrix of Eq. 9 (for the tests: no layer calls it).
+Eq. 9's N x N matrix for the tests.
 
-Shapes: B sequences of N tokens, h heads of width d, C = h d; ``padding_mask [B, N]`` bool, True at real tokens, or
-None. Both forms take the layer's projections ``query``, ``key``, ``value [B, h, N, d]`` and SE-K's weights as
-tensors, ``se_weights``: its two linear layers' ``(W_1, b_1, W_2, b_2)``, ``W_1 [d / ratio, d]``, ``W_2 [N_max or d,
-d / ratio]`` (None: no SE-K, ``se_mode="none"``), read by ``se_mode`` ("token": one weight per token rank;
-"channel": one per key channel).
+Both take the projections ``query``, ``key``, ``value [B, h, N, d]``, ``padding_mask [B, N]`` (True at real tokens)
+or None, and SE-K's ``se_mode`` and ``se_weights`` (:func:`reweight_keys`).
 """
 
 from __future__ import annotations
@@ -25,9 +22,9 @@ SEWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                   se_weights: SEWeights | None) -> torch.Tensor:
-    """SE-K: ``keys [B, h, N, d]`` (already softmaxed, pads zeroed) -> reweighted keys, same shape: the weights
-    ``sigmoid(W_2 (W_1 p + b_1) + b_2)`` (no ReLU between, Sec. 3.5) of the pooled keys ``p [B, h, d]`` scale each
-    token's row by the weight at its rank among the real tokens ("token"), or each channel ("channel")."""
+    """SE-K (Sec. 3.5): ``keys [B, h, N, d]`` (softmaxed, zero at pads) times ``sigmoid(W_2 (W_1 p + b_1) + b_2)``
+    (no ReLU) of their mean ``p`` over the real tokens, ``W_2`` with a row per token rank ("token") or per channel
+    ("channel"); ``se_weights``: ``(W_1, b_1, W_2, b_2)``, or None."""
     if se_weights is None:
         return keys
     batch, _, length, _ = keys.shape
@@ -46,8 +43,8 @@ def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode
 
 def kerformer_features(query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                        se_weights: SEWeights | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(varphi(K))``, ``varphi`` a softmax over d (Eq. 8), pads zeroed:
-    each ``[B, h, N, d]``."""
+    """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(varphi(K))``, ``varphi`` a softmax over d (Eq. 8), zero at
+    pads: each ``[B, h, N, d]``."""
     keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
     return torch.sigmoid(query), reweight_keys(keys, padding_mask, se_mode, se_weights)
 
@@ -56,10 +53,8 @@ def kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                         padding_mask: torch.Tensor | None, se_mode: str, se_weights: SEWeights | None, eps: float,
                         key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
                         summary_chunk: int = 512, output_attentions: bool = False):
-    """``out_i = phi(q_i) (sum_j K'_j^T v_j) / (phi(q_i) . sum_j K'_j + eps)`` (Eq. 9), right to left (arguments: the
-    module docstring; ``key_dropout``, ``summary_chunk``: :func:`~kernel_attention.kernelized_attention`'s).
-
-    Returns the context ``[B, h, N, d]`` and, with ``output_attentions``, the matrix ``A [B, h, N, N]`` (else None)."""
+    """Eq. 9, ``out_i = phi(q_i) (sum_j K'_j^T v_j) / (phi(q_i) . sum_j K'_j + eps)``, by :func:`kernelized_attention`
+    (its arguments too): the context ``[B, h, N, d]``, and ``A [B, h, N, N]`` or None."""
     query_features, key_features = kerformer_features(query, key, padding_mask, se_mode, se_weights)
     return kernelized_attention(query_features, key_features, value, lambda sums: sums + eps, key_dropout,
                                 summary_chunk, output_attentions)
@@ -68,15 +63,9 @@ def kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 def naive_kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                               padding_mask: torch.Tensor | None, se_mode: str, se_weights: SEWeights | None,
                               eps: float) -> AttentionOutput:
-    """Kerformer with its N x N attention matrix built and applied (Gan et al. 2023; arguments: the module docstring).
-
-    Eq. 7: ``phi(q) = sigmoid(q)``; Eq. 8: ``varphi(k) = softmax_d(k)``, row by row; Sec. 3.5, SE-K: the mean of
-    ``varphi(K)`` over the real tokens, two linear layers without a ReLU, a sigmoid, one weight per real token's
-    position in its sequence (its count of real tokens before it) or per channel; Eqs. 4-5 / 9: ``A_ij = phi(q_i) .
-    k'_j / (sum_j phi(q_i) . k'_j + eps)`` over the real keys j, ``context = A V``.
-
-    Returns the layer's output (``attention_base.AttentionOutput``): the context ``[B, N, C]`` (its rows at pads
-    meaningless) and ``A [B, h, N, N]``."""
+    """Kerformer with its N x N matrix built (Gan et al. 2023), for the tests: ``phi = sigmoid`` (Eq. 7),
+    ``varphi = softmax`` over d (Eq. 8), SE-K (Sec. 3.5), ``A_ij = phi(q_i) . k'_j / (sum_j phi(q_i) . k'_j + eps)``
+    over the real keys (Eqs. 4-5, 9). Returns ``AttentionOutput``: ``A V [B, N, C]`` (meaningless at pads), ``A``."""
     batch, heads, length, _ = query.shape
     real = torch.ones(batch, length, dtype=torch.bool) if padding_mask is None else padding_mask
     keys = torch.softmax(key, dim=-1)

@@ -26,71 +26,70 @@ from transformers.modeling_outputs import (
 
 @dataclass
 class EffAttnEncoderOutput(BaseModelOutput):
-    """:class:`~transformers.modeling_outputs.BaseModelOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``, the mean of the layers' auxiliary losses (training only)."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnModelOutput(BaseModelOutputWithPooling):
-    """:class:`~transformers.modeling_outputs.BaseModelOutputWithPooling` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnMaskedLMOutput(MaskedLMOutput):
-    """:class:`~transformers.modeling_outputs.MaskedLMOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnSequenceClassifierOutput(SequenceClassifierOutput):
-    """:class:`~transformers.modeling_outputs.SequenceClassifierOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnTokenClassifierOutput(TokenClassifierOutput):
-    """:class:`~transformers.modeling_outputs.TokenClassifierOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnQuestionAnsweringOutput(QuestionAnsweringModelOutput):
-    """:class:`~transformers.modeling_outputs.QuestionAnsweringModelOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnMultipleChoiceOutput(MultipleChoiceModelOutput):
-    """:class:`~transformers.modeling_outputs.MultipleChoiceModelOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnImageClassifierOutput(ImageClassifierOutput):
-    """:class:`~transformers.modeling_outputs.ImageClassifierOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 @dataclass
 class EffAttnMaskedImageModelingOutput(MaskedImageModelingOutput):
-    """:class:`~transformers.modeling_outputs.MaskedImageModelingOutput` plus ``aux_loss``."""
+    """The base output plus ``aux_loss``."""
 
     aux_loss: torch.FloatTensor | None = None
 
 
 def model_output(encoded, sequence_output: torch.Tensor, pooler: nn.Module | None) -> EffAttnModelOutput:
-    """A base model's output from its encoder's: ``sequence_output [B, N, C]`` (the last hidden state, after
-    the family's final norm if any), its pooled form when the model has a ``pooler``, and the encoder's hidden
-    states, attentions and ``aux_loss``."""
+    """A base model's output from ``sequence_output [B, N, C]``, pooled if it has a ``pooler``, and the
+    encoder's output ``encoded``."""
     return EffAttnModelOutput(
         last_hidden_state=sequence_output,
         pooler_output=pooler(sequence_output) if pooler is not None else None,
@@ -101,9 +100,8 @@ def model_output(encoded, sequence_output: torch.Tensor, pooler: nn.Module | Non
 
 
 def head_output(output_class, encoded, loss: torch.Tensor | None, **fields):
-    """A head's ``output_class`` from its task ``loss`` (None without labels) and ``fields`` (logits, ...): the
-    loss plus the encoder's ``aux_loss``, which is also reported alone, and the encoder's hidden states and
-    attentions."""
+    """A head's ``output_class``: ``fields``, the task ``loss`` (None without labels) plus ``encoded.aux_loss``,
+    and the encoder's other outputs."""
     aux_loss = encoded.aux_loss
     total = loss + aux_loss if loss is not None and aux_loss is not None else loss
     return output_class(
@@ -112,9 +110,8 @@ def head_output(output_class, encoded, loss: torch.Tensor | None, **fields):
 
 
 def sequence_classification_loss(logits: torch.Tensor, labels: torch.Tensor, config) -> torch.Tensor:
-    """Regression, single-label or multi-label loss of ``logits [B, num_labels]``, chosen as Transformers does:
-    ``config.problem_type``, or when unset, regression for one label, single-label for integer labels,
-    multi-label otherwise (then stored in ``config.problem_type``)."""
+    """The loss of ``logits [B, num_labels]`` for ``config.problem_type``, chosen as Transformers does when
+    unset."""
     num_labels = config.num_labels
     labels = labels.to(logits.device)
     if config.problem_type is None:

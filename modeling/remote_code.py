@@ -1,68 +1,67 @@
 """The remote code of a saved folder: one ``configuration_effattn.py`` and one ``modeling_effattn_<family>.py``,
-generated from this folder's modules for the model saved, as Transformers generates its one-file models from
-``modular_*.py``.
+generated for the model saved from this folder's modules, as Transformers generates its one-file models from
+``modular_*.py``, in place of the closure of some twenty modules that ``save_pretrained`` copies:
 
-``save_pretrained`` copies the module of the model's class and of its config with every module they import, a
-closure of some twenty files that a user would have to read before ``trust_remote_code=True``. :func:`write_remote_code`
-replaces them with two files holding only what the saved model runs, readable top to bottom:
-
-* each module is read with ``ast``; its top-level definitions (classes, functions, constants) are kept where the
-  roots reach them by name (annotations aside: the files use ``from __future__ import annotations``, so they are
-  never evaluated), with their docstrings and comments, in the modules' import order and each module's own order,
-  under a comment naming the module they come from;
-* the roots of ``configuration_effattn.py``: the config class and the settings classes of the model's mechanism
-  and of softmax attention (which the config's defaults name); of the modeling file: the model classes that
-  ``auto_map`` names, the model's mechanism, its local part where it has one (the part's class, registered by kind:
-  a model without one holds none of that code), and what a kept module runs when imported (its registrations, its
-  version check); the modeling file imports the config file's definitions it uses, as Transformers' files do;
-* the methods of :data:`PACKAGE_ONLY` are left out (or keep their signature with a one-line body): the package's
-  own machinery (loading other architectures' checkpoints and extending a model's input size, which ``hf-effattn
-  convert`` does, and writing this very code) is not what a saved folder runs;
-* a module imported inside a function (PSF's Triton kernels, ``chord_kernels.py``, imported on CUDA only, where
-  Triton is) is copied beside the two files as it is, so that loading never imports what a CPU machine lacks.
+* each module is read with ``ast``; its top-level definitions are kept where the roots reach them by name
+  (annotations are never evaluated), with their docstrings and comments, in the modules' order, under a comment
+  naming their module;
+* the roots: the config class and the settings of the model's mechanism and of softmax (the config's default); the
+  model classes that ``auto_map`` names, the mechanism, and its local part and their composition where it has one;
+  and what a kept module runs on import (registrations, the version check). The modeling file imports the config
+  file's definitions it uses, first;
+* a folder holds stand-ins for a few functions (:data:`STAND_INS`; without a local part, none of its code), and none
+  of the package's own machinery (:data:`PACKAGE_ONLY`: conversion, extension, the fast paths, the papers'
+  metadata, this generator): a folder runs the exact path, the one tested against the papers' references;
 """
 
 from __future__ import annotations
 
 import ast
+import dataclasses
 import re
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers.dynamic_module_utils import get_relative_import_files
+
 MODELING = Path(__file__).parent
 CONFIG_MODULE = "configuration_effattn"
 PRELUDE = "supported_versions"  # its check runs before anything imports from Transformers
-# The package's own machinery, which a saved folder does not run: loading other architectures' checkpoints and
-# extending a model's input size (``hf-effattn convert`` does both), and writing this very code. "Class.method" (or
-# "*.method", in every class) -> None: the method is left out (the class inherits Transformers' or its base's), or
-# the statement its body becomes.
+# The package's own machinery, which a saved folder does not run. "Class.member" (or "*.member", in every class) ->
+# None: the method or class attribute is left out (the class inherits Transformers' or its base's), or the statement a
+# method's body becomes.
+EXACT_PATH = "return None  # a Hub folder's code runs the exact path (the package's fast paths: fast_paths.py)"
 PACKAGE_ONLY = {
-    "EffAttnPreTrainedModel.write_remote_code":
-        "return []  # this file is the generated remote code: Transformers copies it with the folder as it is",
-    "EffAttnPreTrainedModel._upload_modified_files": None,
-    "*.from_pretrained": None,
-    "*.plan_load": None,
-    "*.from_plan": None,
-    "*.config_from_checkpoint": None,
-    "*.source_defaults": None,
-    "*.position_period": None,
-    "*.extension_period": None,
-    "*.check_block_alignment": None,
-    "*.extend_position_embeddings": None,
-    "*.extend_max_length": None,
-    "*.extend_length_sized_weights": None,
-    "*.input_size": None,
-    "*.size_values": None,
-    "*.resized": None,
-    "*.check_extends": None,
+    # writing this very code (Transformers' save_pretrained copies the folder's code, and its auto_map, as they are)
+    **dict.fromkeys(["EffAttnPreTrainedModel.save_pretrained", "EffAttnPreTrainedModel.write_remote_code",
+                     "EffAttnPreTrainedModel._upload_modified_files"]),
+    # loading other architectures' checkpoints and extending a model's input size: hf-effattn convert does both
+    **dict.fromkeys(f"*.{name}" for name in (
+        "from_pretrained", "plan_load", "from_plan", "config_from_checkpoint", "source_defaults", "position_period",
+        "extension_period", "check_block_alignment", "extend_position_embeddings", "extend_max_length",
+        "extend_length_sized_weights", "input_size", "size_values", "resized", "check_extends", "size_argument",
+        "size_fields", "smaller_inputs_fix", "checkpoint_key_mappings", "source_config_overrides",
+        "first_position_row")),
+    # the papers' metadata, which the cards and the registry's listing read
+    **dict.fromkeys(f"*.{name}" for name in ("paper", "paper_url", "equations", "citation", "complexity")),
+    # the fast paths: a Hub folder's code runs the exact path, the one tested against the papers' references
+    "*.fast_forward": EXACT_PATH,
+    "*.fast_mix": EXACT_PATH,
+    **dict.fromkeys(f"*.{name}" for name in ("tensors_forward", "fast_mixes", "mix_with_kernels", "mix_compiled",
+                                             "has_own_kernels")),
 }
+# Functions a Hub folder's code holds a stand-in for: name -> the function of the same module written for that code.
+STAND_INS = {"current_spelling": "as_written"}  # a folder's config.json is written in the current spelling
+# ... and for a model without a local part, in place of the functions that read one (the config refuses its settings)
+WITHOUT_LOCAL_PART = {"local_part_settings": "without_local_part", "hybrid_class": "without_hybrid_class"}
 
 
-def package_only(class_name: str, method: ast.stmt) -> tuple[bool, str | None]:
-    """Whether ``method`` of class ``class_name`` is in :data:`PACKAGE_ONLY`, and the statement its body becomes
-    (None: left out)."""
-    name = getattr(method, "name", None)
+def package_only(class_name: str, member: ast.stmt) -> tuple[bool, str | None]:
+    """Whether ``member`` (a method, or a class attribute) of class ``class_name`` is in :data:`PACKAGE_ONLY`, and the
+    statement a method's body becomes (None: left out)."""
+    targets = getattr(member, "targets", [getattr(member, "target", None)])
+    name = getattr(member, "name", None) or next((t.id for t in targets if isinstance(t, ast.Name)), None)
     for key in (f"{class_name}.{name}", f"*.{name}"):
         if name is not None and key in PACKAGE_ONLY:
             return True, PACKAGE_ONLY[key]
@@ -80,7 +79,6 @@ class Definition:
     binds: set[str] = field(default_factory=set)
     uses: set[str] = field(default_factory=set)
     annotated: set[str] = field(default_factory=set)  # names in its annotations: imported where the file can
-    lazy: set[str] = field(default_factory=set)  # modules it imports inside a function (copied beside, as they are)
 
     @property
     def runs_on_import(self) -> bool:
@@ -89,32 +87,31 @@ class Definition:
 
 
 def generated_definition(module: str, node: ast.stmt, lines: list[str], first: int) -> Definition:
-    """The definition of ``node`` (its source from line ``first``), a class's :data:`PACKAGE_ONLY` methods left out
-    or with their bodies replaced, and the names what remains uses."""
+    """The definition of ``node`` (its source from line ``first``), a class's :data:`PACKAGE_ONLY` members left out
+    or its methods' bodies replaced, and the names what remains uses."""
     kept_lines = lines[first - 1:node.end_lineno]
     uses, annotated = used_names(node), used_names(node, annotations=True)
     if isinstance(node, ast.ClassDef):
         uses = set().union(*(used_names(item) for item in node.bases + node.keywords + node.decorator_list))
         annotated = set()
-        for method in reversed(node.body):
-            listed, statement = package_only(node.name, method)
+        for member in reversed(node.body):
+            listed, statement = package_only(node.name, member)
             if not listed:
-                uses |= used_names(method)
-                annotated |= used_names(method, annotations=True)
+                uses |= used_names(member)
+                annotated |= used_names(member, annotations=True)
                 continue
-            body = method.body[1:] if ast.get_docstring(method) is not None else method.body
             if statement is None:
-                start = comment_start(lines, min([method.lineno] + [d.lineno for d in method.decorator_list]), first)
-                kept_lines[start - first:method.end_lineno - first + 1] = []
+                decorators = [d.lineno for d in getattr(member, "decorator_list", [])]
+                start = comment_start(lines, min([member.lineno] + decorators), first)
+                kept_lines[start - first:member.end_lineno - first + 1] = []
             else:
+                body = member.body[1:] if ast.get_docstring(member) is not None else member.body
                 replaced = textwrap.indent(statement, " " * body[0].col_offset) + "\n"
                 kept_lines[body[0].lineno - first:body[-1].end_lineno - first + 1] = [replaced]
     source = "".join(kept_lines)
     if isinstance(node, ast.ClassDef):  # one blank line where a method was left out
         source = re.sub(r"\n(\s*\n){2,}", "\n\n", source)
-    lazy = {inner.module for inner in ast.walk(ast.parse(source))
-            if isinstance(inner, ast.ImportFrom) and inner.level == 1}
-    return Definition(module, node, source, bound_names(node), uses, annotated, lazy)
+    return Definition(module, node, source, bound_names(node), uses, annotated)
 
 
 @dataclass
@@ -200,6 +197,23 @@ def closure(entries: list[str], folder: Path = MODELING) -> list[Module]:
     return sorted(modules.values(), key=lambda module: module.name != PRELUDE)
 
 
+def substituted(modules: list[Module], substitutes: dict[str, str]) -> list[Module]:
+    """``modules`` with the definition of each name in ``substitutes`` replaced by the function it names, renamed
+    (:data:`WITHOUT_LOCAL_PART`)."""
+    for module in modules:
+        kept = []
+        for definition in module.definitions:
+            if definition.binds & substitutes.keys():
+                continue
+            name = next((name for name, other in substitutes.items() if definition.binds == {other}), None)
+            if name is not None:
+                source = re.sub(rf"\bdef {substitutes[name]}\(", f"def {name}(", definition.source, count=1)
+                definition = dataclasses.replace(definition, source=source, binds={name})
+            kept.append(definition)
+        module.definitions = kept
+    return modules
+
+
 def definitions_by_name(modules: list[Module]) -> dict[str, Definition]:
     """Each module-level name of ``modules`` and its definition; a name defined in two modules is an error (the
     generated file has one namespace), unless both define it alike (``logger = logging.getLogger(__name__)``)."""
@@ -263,19 +277,20 @@ def wrapped_import(module: str, names: list[str]) -> str:
 
 
 def render(modules: list[Module], kept: list[Definition], docstring: str, imported: list[str]) -> str:
-    """One file: ``docstring``; the :data:`PRELUDE` module's kept definitions with their imports; the other
-    imports, and ``from .configuration_effattn import`` the ``imported`` names; then each module's kept definitions
-    under a comment naming it."""
+    """One file: ``docstring``; ``from .configuration_effattn import`` the ``imported`` names, first (that file checks
+    the Transformers version), or the :data:`PRELUDE` module's kept definitions with their imports; the other
+    imports; then each module's kept definitions under a comment naming it."""
     prelude = [d for d in kept if d.module == PRELUDE]
     rest = [d for d in kept if d.module != PRELUDE]
     blocks = [f'"""{docstring}\n"""', "from __future__ import annotations"]
+    if imported:
+        first = "# First: the configuration file checks the Transformers version before anything imports from it."
+        blocks.append(f"{first}\n{wrapped_import(f'.{CONFIG_MODULE}', imported)}")
     if prelude:
         blocks.append("\n".join(import_lines([m for m in modules if m.name == PRELUDE], prelude)))
         blocks += [d.source.strip("\n") for d in prelude]
-    own_imports = [line for line in import_lines([m for m in modules if m.name != PRELUDE], rest)
-                   if line not in blocks]
-    blocks.append("\n".join(own_imports + ([""] if imported else [])
-                            + ([wrapped_import(f".{CONFIG_MODULE}", imported)] if imported else [])))
+    blocks.append("\n".join(line for line in import_lines([m for m in modules if m.name != PRELUDE], rest)
+                            if line not in blocks))
     for module in modules:
         own = [d.source.strip("\n") for d in rest if d.module == module.name]
         if own:
@@ -292,27 +307,24 @@ def generated_files(config, model_classes: list[type]) -> dict[str, str]:
     from .attentions import get_attention_class, get_settings_class
 
     config_class, attention_type, local = type(config), config.attention_type, config.local_part
-    prelude = {name for d in read_module(PRELUDE).definitions for name in d.binds}
     config_roots = {config_class.__name__, get_settings_class(attention_type).__name__,
-                    get_settings_class(config_class.attention_type).__name__} | prelude
-    config_modules = closure([CONFIG_MODULE])
+                    get_settings_class(config_class.attention_type).__name__, "check_transformers_version"}
+    substitutes = {**STAND_INS, **(WITHOUT_LOCAL_PART if local is None else {})}
+    config_modules = substituted(closure([CONFIG_MODULE]), substitutes)
     config_kept = reachable(config_modules, config_roots)
     config_names = set().union(*(d.binds for d in config_kept))
     family = model_classes[0].__module__.rsplit(".", 1)[-1]
-    model_modules = closure([family])
-    model_roots = {cls.__name__ for cls in model_classes} | {get_attention_class(attention_type).__name__} | prelude
+    model_modules = substituted(closure([family]), substitutes)
+    model_roots = {cls.__name__ for cls in model_classes} | {get_attention_class(attention_type).__name__}
     if local is not None:
         mechanism = get_attention_class(attention_type)
         model_roots |= {_LOCAL_PARTS[local.kind].__name__, composition_for(mechanism, local).__name__}
-    shared = config_names - prelude  # each file checks the version itself: a tool may import the modeling file alone
-    model_kept = [d for d in reachable(model_modules, model_roots, shared) if not d.binds & shared]
+    model_kept = [d for d in reachable(model_modules, model_roots, config_names) if not d.binds & config_names]
     used = set().union(*(d.uses | d.annotated for d in model_kept))
-    lazy = set().union(*(d.lazy for d in model_kept))  # a function's own import (PSF's Triton kernels, on CUDA only)
     return {
         f"{CONFIG_MODULE}.py": render(config_modules, config_kept, file_docstring(CONFIG_MODULE, attention_type), []),
         f"{family}.py": render(model_modules, model_kept, file_docstring(family, attention_type),
-                               sorted(used & shared)),
-        **{f"{module}.py": (MODELING / f"{module}.py").read_text() for module in sorted(lazy)},
+                               sorted(used & config_names)),
     }
 
 
@@ -325,14 +337,12 @@ def file_docstring(module: str, attention_type: str) -> str:
 
 
 def write_remote_code(model, folder) -> list[str]:
-    """Replace the modules that ``save_pretrained`` copied into ``folder`` with the two files generated for
-    ``model`` (:func:`generated_files`); returns the names of the files written."""
+    """Replace what ``save_pretrained`` copied into ``folder`` with :func:`generated_files`; returns their names."""
     folder = Path(folder)
     families = [type(model).__module__.rsplit(".", 1)[-1], CONFIG_MODULE]
     files = generated_files(model.config, list(model.auto_classes.values()))
-    modules = closure(families)  # what save_pretrained copied (not a tokenizer's file), functions' imports included
-    copied = {f"{name}.py" for name in {m.name for m in modules} | {n for m in modules for d in m.definitions
-                                                                     for n in d.lazy}}
+    copied = {f"{name}.py" for name in families} | {  # what save_pretrained copied, functions' imports included
+        Path(path).name for name in families for path in get_relative_import_files(MODELING / f"{name}.py")}
     for name in copied - set(files):
         (folder / name).unlink(missing_ok=True)
     for name, source in files.items():

@@ -63,7 +63,8 @@ class Spec:
         return " ".join([kind, " and ".join(bounds)]).strip() + none
 
     def of_kind(self, value: Any) -> bool:
-        """Whether ``value`` has this spec's kind (bools are never numbers here)."""
+        """Whether ``value`` has this spec's kind: bools are never numbers, integers pass as floats (JSON writes
+        ``0.0`` as ``0``)."""
         if isinstance(value, bool) or self.kind is bool:
             return isinstance(value, bool) and self.kind is bool
         numeric = {int: numbers.Integral, float: numbers.Real}
@@ -84,9 +85,8 @@ class Spec:
 
 def checked(name: str, value: Any, spec: Spec, where: str = "attention setting", default: Any = NO_DEFAULT,
             fix: str = "") -> Any:
-    """``value`` of setting ``name`` converted to the spec's kind (``int`` or ``float``; others as they are), or a
-    ``TypeError`` (wrong kind) / ``ValueError`` (out of range) naming ``where``, the setting, the value (and its
-    type), what is expected, the ``default`` and a ``fix`` beyond choosing another value."""
+    """``value`` of setting ``name``, converted to ``int`` / ``float`` as the spec says; a wrong kind raises
+    ``TypeError``, a value out of range ``ValueError``, whose message adds ``default`` and ``fix``."""
     if value is None and spec.none_means is not None:
         return None
     fits_kind = spec.of_kind(value)
@@ -99,8 +99,9 @@ def checked(name: str, value: Any, spec: Spec, where: str = "attention setting",
 
 
 def setting(default: Any, kind: type, **limits: Any) -> dataclasses.Field:
-    """A dataclass field with ``default`` whose value must fit ``Spec(kind, **limits)``, e.g. in a settings
-    dataclass::
+    """A dataclass field with ``default`` whose value must fit ``Spec(kind, **limits)``.
+
+    Example::
 
         eps: float = setting(1e-6, float, above=0)
         rank: int | None = setting(None, int, minimum=1, none_means="the head width")
@@ -110,9 +111,8 @@ def setting(default: Any, kind: type, **limits: Any) -> dataclasses.Field:
 
 @dataclass(frozen=True)
 class DeclaredSettings:
-    """A frozen dataclass whose every field is declared with :func:`setting`, checked when it is built (from a dict,
-    a ``config.json`` or by hand): ``int`` / ``float`` values are stored as that kind, and a field declared without
-    :func:`setting` is a ``TypeError``."""
+    """A frozen dataclass whose fields, all declared with :func:`setting`, are checked and converted when it is
+    built."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):

@@ -15,7 +15,7 @@ beside aligned blocks, the block's softmax ``p_ij`` enters with its own normalis
 
 "Outside" is every key but the exact ones (the global keys included), or every key when the mechanism's
 ``mechanism_outside_window`` is False. The mechanism gives its terms through one small interface:
-``kernel_features``, ``key_dropout``, ``over_every_key``, ``mechanism_outside_window`` and ``dropout``. Beside a
+``kernel_features``, ``key_dropout``, ``summary_chunk``, ``mechanism_outside_window`` and ``dropout``. Beside a
 window the terms outside are all of the mechanism's minus those at the exact keys, which the window's blocks give;
 beside blocks, the memory of a block is the mechanism's summary over every key less its own block's: O(N F d) for
 all blocks, with no product inside a block.
@@ -31,14 +31,19 @@ import torch
 from .attention_base import AttentionOutput
 from .attention_registry import register_composition
 from .hybrid_attention import HybridAttention
+from .kernel_attention import terms_over_every_key
 from .local_blocks import AlignedBlocks, block_softmax
 from .masking import RankOrder, at_least_float32
 
 
 class SharedNormaliserAttention(HybridAttention):
-    """A kernelized mechanism beside its local part under one normaliser (the module docstring); one part alone, or
-    the part alone for a layer without a gate, as the mixed composition runs it. A subclass for each kind of part
-    gives its equation (``beside_kernel``) and the exact terms of its ``[B, h, N, N]`` matrix (``exact_terms``)."""
+    """A kernelized mechanism and its local part under one normaliser (LoLCATs), ``sigma = sigmoid(mechanism_logit)``::
+
+        out_i = ((1 - sigma) sum_{j exact} e_ij v_j + sigma sum_{j outside} phi(q_i).varphi(k_j) v_j)
+                / ((1 - sigma) sum_{j exact} e_ij   + sigma sum_{j outside} phi(q_i).varphi(k_j))
+
+    with ``e_ij = exp(s_ij - max_j s_ij)`` beside a window, the block's softmax beside blocks. One part alone, or no
+    gate, runs as the mixed composition; a subclass per kind of part gives ``beside_kernel`` and ``exact_terms``."""
 
     shares_normaliser = True
     beside_kernel: ClassVar[Callable[..., torch.Tensor]]
@@ -51,8 +56,7 @@ class SharedNormaliserAttention(HybridAttention):
 
     def attend_under_one_normaliser(self, hidden_states, padding_mask=None,
                                     output_attentions=False) -> AttentionOutput:
-        """The part and the mechanism under one normaliser (the module docstring); the global tokens' rows are exact
-        over every token."""
+        """The part and the mechanism under one normaliser, the global tokens' rows exact."""
         query, key, value = self.project(hidden_states)
         query_features, key_features = (at_least_float32(x) for x in self.kernel_features(query, key, padding_mask))
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
@@ -69,13 +73,10 @@ class SharedNormaliserAttention(HybridAttention):
 
 def window_beside_kernel(window, query, key, value, query_features, key_features, padding_mask, weight,
                          mechanism) -> torch.Tensor:
-    """The ``window`` (a ``LocalWindow``) and a kernelized ``mechanism`` under one normaliser, ``weight = sigma``
-    ``[h, 1, 1]`` (the module docstring's first equation, ``e_ij`` over the window's keys and the global ones): the
-    terms outside are all of the mechanism's (``over_every_key``) minus those at the exact keys, which the window's
-    blocks give, O(N (3b + g) F). Inputs ``[B, h, N, *]`` in token positions (key features zero at pads, in at least
-    float32); ``mechanism`` gives its terms, the key columns its dropout keeps (``key_dropout``) and the window's
-    ``dropout``. Returns the context ``[B, h, N, d]`` in token positions, in the values' dtype; the global tokens'
-    rows are exact."""
+    """A ``LocalWindow`` and a kernelized ``mechanism`` under one normaliser, ``weight = sigma [h, 1, 1]``; the terms
+    outside are the mechanism's over every key less, if ``mechanism_outside_window``, those at the exact keys.
+    Inputs ``[B, h, N, *]`` in token positions, key features zero at pads; returns ``[B, h, N, d]``, the global
+    tokens' rows exact."""
     batch, _, length, _ = query.shape
     order = RankOrder(padding_mask, batch, length, query.device)
     blocks = window.blocks(order, length, query.device)
@@ -83,13 +84,14 @@ def window_beside_kernel(window, query, key, value, query_features, key_features
     key_features = order.zero_past_end(order.to_ranks(key_features))
     keep = mechanism.key_dropout(key_features)
     exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
-    block_weight = weight[..., None]  # [h, 1, 1, 1], for the blocks [B, h, n, b, 3b + g]
-    terms = (1 - block_weight) * exact  # what each exact key adds to a row: its softmax term, less
-    if mechanism.mechanism_outside_window:  # the mechanism's term for it (counted in `everywhere`)
+    block_weight = weight[..., None]  # [h, 1, 1, 1]
+    terms = (1 - block_weight) * exact  # an exact key's term: its softmax term,
+    if mechanism.mechanism_outside_window:  # less the mechanism's (counted in `everywhere`)
         terms = terms - block_weight * blocks.products(query_features, key_features)
     terms = terms.masked_fill(~blocks.allowed, 0)  # [B, h, n, b, 3b + g]
     dropped, values = key_features if keep is None else key_features * keep, at_least_float32(value)
-    everywhere, everywhere_sums = mechanism.over_every_key(query_features, dropped, key_features, values)
+    everywhere, everywhere_sums = terms_over_every_key(query_features, dropped, key_features, values,
+                                                          mechanism.summary_chunk)
     kept = terms if keep is None else terms * blocks.keys(keep).transpose(-1, -2)
     numerator = blocks.weighted(kept, values) + weight * everywhere
     denominator = blocks.tokens(terms.sum(-1, keepdim=True)) + weight * everywhere_sums
@@ -100,43 +102,44 @@ def window_beside_kernel(window, query, key, value, query_features, key_features
 
 
 def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``exp(s_ij - max_j s_ij)`` at the allowed entries, 0 elsewhere (exactly: the others are filled with the
-    dtype's lowest value), in at least float32: ``scores [..., K]``. A row with no allowed entry (a pad's) is
-    meaningless but finite. The max cancels in the window's own softmax, but not beside a kernelized mechanism's
-    terms (one normaliser), where it sets the two parts' relative scale: so its gradient is kept."""
+    """``exp(s_ij - max_j s_ij)`` of ``scores [..., K]`` where ``allowed``, exactly 0 elsewhere, in at least float32;
+    a pad's row is finite. The max keeps its gradient: beside the mechanism it sets the two parts' relative scale."""
     scores = at_least_float32(scores)
     scores = scores.masked_fill(~allowed, torch.finfo(scores.dtype).min)
     return torch.exp(scores - scores.amax(-1, keepdim=True))
 
 
 def summaries(dropped: torch.Tensor, kept: torch.Tensor, value: torch.Tensor):
-    """A kernelized mechanism's summary of each of G groups of keys: ``sum_s m_s varphi(k_s)^T v_s`` ``[G, F, d]``
-    (with ``dropped = m varphi(K)``, key dropout applied) and ``sum_s varphi(k_s)`` ``[G, F]`` (``kept``, the
-    normaliser's), from ``[G, S, F]``, ``[G, S, F]`` and ``value [G, S, d]``."""
+    """Each of G key groups' summaries ``sum_s m_s varphi(k_s)^T v_s`` ``[G, F, d]`` and ``sum_s varphi(k_s)``
+    ``[G, F]``, from ``dropped = m varphi(K)`` (key dropout), ``kept`` ``[G, S, F]`` and ``value [G, S, d]``."""
     return torch.bmm(dropped.transpose(1, 2), value), kept.sum(1)
 
 
-def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, outside: bool):
-    """A kernelized mechanism's terms for every query summed over the keys outside its block (and not global), or
-    over every key when ``outside`` is False: rank-ordered ``query_features [B, h, N, F]``, key features ``dropped``
-    and ``kept`` ``[B, h, N, F]`` (see :func:`summaries`; zero past the real tokens) and ``value [B, h, N, d]`` ->
-    the numerators ``[B, h, N, d]`` and the normalisers ``[B, h, N, 1]``, in at least float32 (sums over N).
+def block_matrices(blocks: AlignedBlocks, x: torch.Tensor) -> torch.Tensor:
+    """``[B, h, N, F]`` -> ``[B h n, S, F]``, a matrix per block and head, for ``torch.bmm``."""
+    return blocks.pad(x).reshape(-1, blocks.size, x.shape[-1])
 
-    Each block's summary is one product over its S keys (``[B h n]`` of them in one ``torch.bmm``); the summary over
-    every key is their sum over the blocks, and the memory of a block is that sum less its own summary. (One product
-    over all N keys would give the same sum, but as a matrix product with a long inner dimension and few outputs,
-    which a GPU runs on a handful of its multiprocessors.)"""
+
+def from_block_matrices(blocks: AlignedBlocks, y: torch.Tensor, heads: int) -> torch.Tensor:
+    """``[B h n, S, F]`` -> ``[B, h, N, F]``, the inverse of :func:`block_matrices`."""
+    return y.view(-1, heads, blocks.padded, y.shape[-1])[:, :, :blocks.length]
+
+
+def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, outside: bool):
+    """The mechanism's terms for each query over the non-global keys outside its block (every key if not
+    ``outside``): rank-ordered ``[B, h, N, *]`` in (``dropped``, ``kept`` zero past the real tokens), numerators
+    ``[B, h, N, d]`` and normalisers ``[B, h, N, 1]`` out, in at least float32. A block's memory is all blocks'
+    summaries less its own: one ``torch.bmm`` over the blocks, as one over N keys would use few GPU multiprocessors."""
     batch, heads = value.shape[:2]
     query_features, dropped, kept, value = (at_least_float32(x) for x in (query_features, dropped, kept, value))
-    keys = blocks.batched(dropped)  # [B h n, S, F]
-    kept_keys, values = keys if kept is dropped else blocks.batched(kept), blocks.batched(value)
+    keys = block_matrices(blocks, dropped)  # [B h n, S, F]
+    kept_keys, values = keys if kept is dropped else block_matrices(blocks, kept), block_matrices(blocks, value)
     products, sums = (x.unflatten(0, (batch, heads, blocks.count)) for x in summaries(keys, kept_keys, values))
     memory, memory_sums = products.sum(2, keepdim=True), sums.sum(2, keepdim=True)  # every key's, [B, h, 1, F, *]
     if outside:
         memory, memory_sums = memory - products, memory_sums - sums
-        if blocks.global_tokens:  # exact for every block: block 0 holds them already (global_tokens <= local_block)
-            # block 0's keys, the others masked out: a product over the g tokens alone, of inner size 1 for g = 1,
-            # has torch.export fix the batch size it was traced with
+        if blocks.global_tokens:  # global keys are exact: remove them from blocks > 0 (block 0's memory lacks them)
+            # block 0 masked to its g keys, not sliced: an inner size of 1 (g = 1) has torch.export fix the batch
             is_global = (torch.arange(blocks.size, device=value.device) < blocks.global_tokens)[:, None]
             first = [x.unflatten(0, (-1, blocks.count))[:, 0] for x in (keys, kept_keys, values)]  # [B h, S, *]
             global_products, global_sums = (x.unflatten(0, (batch, heads))[:, :, None] for x in summaries(
@@ -146,19 +149,16 @@ def memory_terms(query_features, dropped, kept, value, blocks: AlignedBlocks, ou
             memory_sums = memory_sums - later * global_sums
     memory, memory_sums = (x.expand(-1, -1, blocks.count, *x.shape[3:]).flatten(0, 2)
                            for x in (memory, memory_sums))  # [B h n, F, *]
-    queries = blocks.batched(query_features)  # [B h n, S, F]
+    queries = block_matrices(blocks, query_features)  # [B h n, S, F]
     numerator = torch.bmm(queries, memory)
     normaliser = torch.bmm(queries, memory_sums.unsqueeze(-1))
-    return blocks.tokens(numerator, heads), blocks.tokens(normaliser, heads)
+    return from_block_matrices(blocks, numerator, heads), from_block_matrices(blocks, normaliser, heads)
 
 
 def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_features, padding_mask, weight,
                          mechanism) -> torch.Tensor:
-    """The aligned blocks (``blocks_part``, a ``LocalBlocks``) and a kernelized ``mechanism`` under one normaliser,
-    ``weight = sigma`` ``[h, 1, 1]`` (the module docstring's second equation). Inputs ``[B, h, N, *]`` in token
-    positions (key features zero at pads); ``mechanism`` gives the key columns its dropout keeps (``key_dropout``),
-    the blocks' ``dropout`` and the keys of its memory (``mechanism_outside_window``). Returns the context ``[B, h, N,
-    d]`` in token positions; the global tokens' rows are exact."""
+    """``LocalBlocks`` and a kernelized ``mechanism`` under one normaliser, the terms outside from
+    :func:`memory_terms`; otherwise as :func:`window_beside_kernel`."""
     batch, _, length, _ = query.shape
     order = RankOrder(padding_mask, batch, length, query.device)
     query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
@@ -170,7 +170,7 @@ def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_fea
                                          mechanism.mechanism_outside_window)
     exact = block_softmax(query, key, value, blocks, dropout.p if dropout.training else 0.0)
     weight = weight.to(numerator.dtype)
-    # ((1 - sigma) exact + sigma numerator) / ((1 - sigma) + sigma normaliser), in two fused operations
+    # ((1 - sigma) exact + sigma numerator) / ((1 - sigma) + sigma normaliser), fused
     context = torch.lerp(exact.to(numerator.dtype), numerator, weight) / torch.addcmul(1 - weight, weight,
                                                                                        normaliser)
     context = blocks_part.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
@@ -179,15 +179,14 @@ def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_fea
 
 
 def block_probabilities(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """The softmax probabilities over the exact keys: a block row adds 1 to the shared normaliser."""
+    """Softmax over the exact keys: a block's row adds 1 to the shared normaliser."""
     return torch.softmax(at_least_float32(scores).masked_fill(~allowed, -math.inf), dim=-1).nan_to_num(0.0)
 
 
 def dense_shared_attention(part, exact_terms, query, key, query_features, key_features, order: RankOrder, weight,
                            outside: bool) -> torch.Tensor:
-    """The ``[B, h, N, N]`` matrix that the local ``part`` and the mechanism apply under one normaliser (for
-    ``output_attentions`` only), from the projections and features ``[B, h, N, *]`` in token positions (key features
-    zero at pads); ``exact_terms``: scores and the exact pairs -> what each exact key adds to the normaliser."""
+    """The ``[B, h, N, N]`` matrix of ``part`` and mechanism under one normaliser, for ``output_attentions``;
+    inputs ``[B, h, N, *]`` in token positions, ``exact_terms(scores, allowed)`` the exact keys' terms."""
     allowed = part.dense_allowed(order, query.shape[2], query.device)
     exact = exact_terms(query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5, allowed)
     global_rows = part.global_rows(order, query.shape[2], query.device)[:, None, :, None]  # exact over every key
@@ -198,7 +197,7 @@ def dense_shared_attention(part, exact_terms, query, key, query_features, key_fe
 
 @register_composition("shared", "window")
 class SharedNormaliserBesideWindow(SharedNormaliserAttention):
-    """Under one normaliser with a sliding window: :func:`window_beside_kernel`."""
+    """Beside a sliding window: :func:`window_beside_kernel`."""
 
     beside_kernel = staticmethod(window_beside_kernel)
     exact_terms = staticmethod(exact_weights)
@@ -206,7 +205,7 @@ class SharedNormaliserBesideWindow(SharedNormaliserAttention):
 
 @register_composition("shared", "blocks")
 class SharedNormaliserBesideBlocks(SharedNormaliserAttention):
-    """Under one normaliser with aligned blocks: :func:`blocks_beside_kernel`."""
+    """Beside aligned blocks: :func:`blocks_beside_kernel`."""
 
     beside_kernel = staticmethod(blocks_beside_kernel)
     exact_terms = staticmethod(block_probabilities)

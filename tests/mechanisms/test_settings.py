@@ -163,3 +163,10 @@ def test_a_hand_edited_config_json_is_checked_on_load(tmp_path, edit, error, mat
         hf_effattn.EffAttnRobertaConfig.from_pretrained(tmp_path)
     with pytest.raises(error, match=match):
         hf_effattn.EffAttnRobertaModel.from_pretrained(tmp_path)
+
+
+def test_the_local_parts_written_out_defaults_are_its_fields():
+    """``LOCAL_PART_DEFAULTS`` is written out for the code of folders without a local part (``remote_code.py``)."""
+    from hf_effattn.modeling.local_settings import LOCAL_PART_DEFAULTS, LocalPartSettings
+
+    assert LOCAL_PART_DEFAULTS == {field.name: field.default for field in dataclasses.fields(LocalPartSettings)}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -19,6 +20,7 @@ from transformers.dynamic_module_utils import get_relative_import_files
 
 import hf_effattn
 from hf_effattn.modeling.attentions import get_attention_class
+from hf_effattn.modeling.local_settings import WITH_THE_PACKAGE
 from hf_effattn.modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from hf_effattn.modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
 from helpers.models import BLOCK_PACKAGE, HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
@@ -46,6 +48,12 @@ LOADER = BLOCK_PACKAGE + textwrap.dedent(
             actual = output.logits if auto_class is not AutoModel else output.last_hidden_state
             torch.testing.assert_close(actual, expected, atol=1e-5, rtol=1e-5, msg=folder)
         print("loaded", folder)
+    model.save_pretrained("saved-again")  # a folder's code saves the model as Transformers does, loadable again
+    again = AutoModel.from_pretrained("saved-again", trust_remote_code=True).eval()
+    assert sorted(path.name for path in Path("saved-again").glob("*.py")) == sorted(
+        path.name for path in Path(folder).glob("*.py"))
+    with torch.no_grad():
+        torch.testing.assert_close(again(**case["inputs"]).last_hidden_state, case["last_hidden_state"])
     assert not any(name.startswith("hf_effattn") for name in sys.modules)
     """
 )
@@ -90,6 +98,11 @@ REGISTRIES_IN_THE_FOLDERS = BLOCK_PACKAGE + textwrap.dedent(
     for folder in sys.argv[1:]:
         model = AutoModel.from_pretrained(folder, trust_remote_code=True)
         print(list(sys.modules[type(model).__module__]._REGISTRY))  # the registry of the generated file
+    try:  # a folder's code without a local part has none to build: one is refused in one line
+        AutoModel.from_pretrained(next(folder for folder in sys.argv[1:] if folder.endswith("dba")),
+                                  trust_remote_code=True, local_window=4)
+    except ValueError as error:
+        print(error)
     """
 )
 
@@ -123,27 +136,27 @@ def test_a_folder_carries_the_code_of_its_own_local_part_only(tmp_path, local_pa
 
 def test_a_saved_folder_carries_one_configuration_and_one_modeling_file(tmp_path):
     """Generated for the model (``modeling/remote_code.py``): no other mechanism's code, and nothing of the package's
-    own machinery (loading other architectures, extending, writing this code); PSF's Triton kernels beside, which
-    only a function imports, on CUDA. All that Transformers reads to load the folder, and nothing more; the folder
-    loads as remote code (the test above, for every mechanism and hybrid) with a registry of its mechanism only."""
+    own machinery (loading other architectures, extending, the fast paths, writing this code). All that Transformers
+    reads to load the folder, and nothing more; the folder loads as remote code (the test above, for every mechanism
+    and hybrid) with a registry of its mechanism only."""
     cases = {"dba": {}, "sdpa": {}, "kerformer": {"local_window": 4}, "psf": {}}
     for attention_type, settings in cases.items():
         model = hf_effattn.EffAttnRobertaModel(text_config(attention_type, attention_config=settings))
         model.save_pretrained(tmp_path / attention_type)
         files = remote_code_files(tmp_path / attention_type)
         entries = {"configuration_effattn.py", "modeling_effattn_roberta.py"}  # the files auto_map names
-        kernels = {"chord_kernels.py"} if attention_type == "psf" else set()
-        assert set(files) == entries | kernels
+        assert set(files) == entries  # PSF's too: its Triton kernels are the package's fast path
         loaded = {Path(file).name for entry in entries
                   for file in get_relative_import_files(tmp_path / attention_type / entry)}
-        assert loaded == {"configuration_effattn.py"} | kernels
+        assert loaded == {"configuration_effattn.py"}
         code = "".join(files[name] for name in entries)
         own = get_attention_class(attention_type)
         assert f"class {own.__name__}(" in code
         others = {get_attention_class(name) for name in hf_effattn.list_attentions()} - set(own.__mro__)
         assert not [other for other in others if f"class {other.__name__}(" in code]
         assert not [name for name in ("def plan_load", "def from_plan", "def extend_max_length", "def generated_files",
-                                      "def log_loading_report") if name in code]
+                                      "def log_loading_report", "def takes_fast_path", "def run_fast", "citation =")
+                    if name in code]
         assert local_part_classes(code) == ({"LocalPart", "LocalWindow", "SharedNormaliserBesideWindow", *SHARED}
                                             if settings else set())  # a kerformer window: under one normaliser
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {
@@ -153,7 +166,37 @@ def test_a_saved_folder_carries_one_configuration_and_one_modeling_file(tmp_path
                             env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr[-3000:]
     registries = {"dba": ["dba"], "sdpa": ["eager", "sdpa"], "kerformer": ["kerformer"], "psf": ["psf"]}  # sdpa: a
-    assert result.stdout.splitlines()[-len(cases):] == [str(registries[name]) for name in cases]  # subclass of eager
+    lines = result.stdout.splitlines()[-len(cases) - 1:]  # subclass of eager
+    assert lines[:len(cases)] == [str(registries[name]) for name in cases]
+    assert lines[-1] == (f"This model's code has no local part, so local_window=4 cannot be set: {WITH_THE_PACKAGE}")
+
+
+
+
+def test_a_local_part_whose_code_is_not_registered_is_refused_in_one_line(monkeypatch):
+    """A Hub folder's code registers its own local part and composition only (the package registers them all)."""
+    from hf_effattn.modeling import attention_registry
+
+    monkeypatch.delitem(attention_registry._COMPOSITIONS, ("shared", "blocks"))
+    message = (f"This model's code cannot build a blocks local part under its normaliser: a Hub folder's code holds "
+               f"the one it was saved with only. {WITH_THE_PACKAGE}")
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        hf_effattn.EffAttnRobertaModel(text_config("kerformer", local_block=4, shared_normaliser=True))
+
+
+def folder_code_size(model, folder) -> int:
+    model.save_pretrained(folder)
+    return sum(len(path.read_text()) for path in folder.glob("*.py"))
+
+
+def test_a_folders_code_is_short_enough_to_read_before_trusting_it(tmp_path):
+    """A converted Kerformer RoBERTa's two files hold at most 70,000 characters (Transformers' own
+    ``modeling_roberta.py`` is about 70,000); a Kerformer block hybrid's stay within 96,000, where they stand (the
+    aim is 80,000)."""
+    kerformer = hf_effattn.EffAttnRobertaForMaskedLM(text_config("kerformer"))
+    assert folder_code_size(kerformer, tmp_path / "kerformer") <= 70_000
+    block_hybrid = hf_effattn.EffAttnRobertaForMaskedLM(text_config("kerformer", local_block=4))
+    assert folder_code_size(block_hybrid, tmp_path / "block-hybrid") <= 96_000
 
 
 def test_a_push_from_save_pretrained_uploads_the_generated_code(tmp_path, monkeypatch):

@@ -1,7 +1,7 @@
 """The generator of a saved folder's remote code (``modeling/remote_code.py``), on small modules written here: what
 the roots reach is kept, in the modules' order, and nothing else; annotations never pull a definition in; what a
-kept module runs on import is kept; the package-only methods are left out; one name with two meanings, in the
-modules or in their imports, is refused; a function's own relative import is reported, not inlined."""
+kept module runs on import is kept; the package-only members are left out; a stand-in takes the name it stands for;
+one name with two meanings, in the modules or in their imports, is refused."""
 
 from __future__ import annotations
 
@@ -81,7 +81,6 @@ def test_what_the_roots_reach_is_kept_in_the_modules_order(tmp_path):
     assert "from typing import Any" in source and "import math" in source  # imports the kept code names
     assert "from_pretrained" not in source and "never_called" not in source  # package-only: left out
     assert "# ---------------------------------------- helpers.py" in source
-    assert [d.lazy for d in kept if d.binds == {"Model"}] == [{"kernels"}]
 
 
 def test_a_package_only_method_can_keep_a_one_line_body(tmp_path, monkeypatch):
@@ -104,3 +103,28 @@ def test_one_name_with_two_meanings_is_refused(tmp_path):
     modules = closure(["model"], tmp_path)
     with pytest.raises(ValueError, match=r"math names both .*cmath.* import one under another name"):
         render(modules, reachable(modules, {"Model"}), "A model.", [])
+
+
+def test_a_package_only_class_attribute_is_left_out_with_its_comment(tmp_path, monkeypatch):
+    monkeypatch.setitem(remote_code.PACKAGE_ONLY, "*.citation", None)
+    modules = dict(MODULES, base=MODULES["base"].replace('''            """A base."""
+''', '''            """A base."""
+
+            # what the cards read
+            citation = "@article{...}"
+            kept = 1
+'''))
+    write(tmp_path, modules)
+    modules = closure(["base"], tmp_path)
+    source = render(modules, reachable(modules, {"Base"}), "A base.", [])
+    assert "citation" not in source and "cards" not in source and "kept = 1" in source
+
+
+def test_a_substitute_takes_the_name_of_the_function_it_stands_for(tmp_path):
+    """A model without a local part holds ``without_local_part`` as ``local_part_settings``
+    (``WITHOUT_LOCAL_PART``)."""
+    helpers = MODULES["helpers"].replace("REGISTRY[", "def doubled(x):\n            return x + x\n\n\n        REGISTRY[")
+    write(tmp_path, {**MODULES, "helpers": helpers})
+    modules = remote_code.substituted(closure(["base"], tmp_path), {"scale": "doubled"})
+    source = render(modules, reachable(modules, {"Base"}), "A base.", [])
+    assert "def scale(x):\n    return x + x\n" in source and "2 * x" not in source and "doubled" not in source

@@ -65,7 +65,7 @@ def model_run(model, inputs: dict, labels: torch.Tensor, real: torch.Tensor | No
 def text_model(case: str) -> tuple:
     """A masked-LM RoBERTa on three texts (one full, one padded on the right, one on the left), labels at the real
     tokens."""
-    model = hf_effattn.EffAttnRobertaForMaskedLM(text_config(case, attention_config=local_part(case), **TEXT_SIZES))
+    model = hf_effattn.EffAttnRobertaForMaskedLM(text_config(case, **local_part(case), **TEXT_SIZES))
     inputs = text_inputs(3, LENGTH)
     real = inputs["attention_mask"].bool()
     labels = torch.randint(0, TEXT["vocab_size"], real.shape, generator=torch.Generator().manual_seed(2))
@@ -76,7 +76,7 @@ def image_model(case: str) -> tuple:
     """A ViT classifier of ten labels on eight images (a logit depends on a single [CLS] token: 80 of them make a
     norm that bfloat16's rounding does not dominate)."""
     model = hf_effattn.EffAttnViTForImageClassification(vision_config(
-        case, attention_config=local_part(case), image_size=IMAGE_SIZE, num_labels=10, **SIZES))
+        case, **local_part(case), image_size=IMAGE_SIZE, num_labels=10, **SIZES))
     generator = torch.Generator().manual_seed(2)
     labels = torch.randint(0, 10, (8,), generator=generator)
     pixels = torch.randn(8, VISION["num_channels"], IMAGE_SIZE, IMAGE_SIZE, generator=generator)
@@ -139,7 +139,7 @@ def test_padding_changes_nothing_at_the_real_tokens(case, padding, dtype, path, 
     """The texts padded on the left or with holes give, at their real tokens, their outputs padded on the right (in
     training mode, as the rest of the lane: the fast path compiled for it serves)."""
     torch.manual_seed(0)
-    model = hf_effattn.EffAttnRobertaModel(text_config(case, attention_config=local_part(case), **TEXT_SIZES))
+    model = hf_effattn.EffAttnRobertaModel(text_config(case, **local_part(case), **TEXT_SIZES))
     model = copied_to(model.train(), device, PRECISIONS[dtype])
     outputs = {}
     with fast_paths(path):

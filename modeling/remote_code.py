@@ -9,9 +9,10 @@ generated for the model saved from this folder's modules, as Transformers genera
   model classes that ``auto_map`` names, the mechanism, and its local part and their composition where it has one;
   and what a kept module runs on import (registrations, the version check). The modeling file imports the config
   file's definitions it uses, first;
-* a folder holds stand-ins for a few functions (:data:`STAND_INS`; without a local part, none of its code), and none
-  of the package's own machinery (:data:`PACKAGE_ONLY`: conversion, extension, the fast paths, the papers'
-  metadata, this generator): a folder runs the exact path, the one tested against the papers' references;
+* none of the package's own machinery (:data:`PACKAGE_ONLY`: conversion, extension, the fast paths, the papers'
+  metadata, this generator; a folder runs the exact path, the one tested against the papers' references), a
+  stand-in for a few functions (:data:`STAND_INS`) and, without a local part, none of its code
+  (:data:`WITHOUT_LOCAL_PART`).
 """
 
 from __future__ import annotations
@@ -29,8 +30,7 @@ MODELING = Path(__file__).parent
 CONFIG_MODULE = "configuration_effattn"
 PRELUDE = "supported_versions"  # its check runs before anything imports from Transformers
 # The package's own machinery, which a saved folder does not run. "Class.member" (or "*.member", in every class) ->
-# None: the method or class attribute is left out (the class inherits Transformers' or its base's), or the statement a
-# method's body becomes.
+# None (the method or class attribute is left out), or the statement a method's body becomes.
 EXACT_PATH = "return None  # a Hub folder's code runs the exact path (the package's fast paths: fast_paths.py)"
 PACKAGE_ONLY = {
     # writing this very code (Transformers' save_pretrained copies the folder's code, and its auto_map, as they are)

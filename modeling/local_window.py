@@ -51,7 +51,6 @@ class WindowBlocks:
             global_keys = real[:, None, None, None, :global_tokens]  # [B, 1, 1, 1, g]
             allowed = torch.cat([allowed, global_keys.expand(*allowed.shape[:-1], global_tokens)], dim=-1)
         self.allowed = allowed
-        self.real = real
 
     @property
     def padded(self) -> int:

@@ -51,7 +51,7 @@ class LocalOutput(NamedTuple):
 class LocalPart(nn.Module):
     """Base of the exact local parts (window, blocks): the global tokens' exact rows and, beside a mechanism, the
     per-head gate ``sigma(mechanism_logit)``, starting at ``mechanism_weight`` (None: no gate). Subclasses define
-    ``attend`` and ``exact_ranks``."""
+    ``softmax`` and ``exact_ranks``."""
 
     kind: ClassVar[str]
 
@@ -97,6 +97,20 @@ class LocalPart(nn.Module):
         if order.padding_mask is not None:
             exact = exact & order.padding_mask[:, None, :]
         return exact[:, None]
+
+    def attend(self, query, key, value, padding_mask, dropout: nn.Module,
+               output_attentions: bool = False) -> LocalOutput:
+        """The part alone on ``[B, h, N, d]`` projections, computed in rank order by :meth:`softmax`; ``dropout``
+        acts on the probabilities."""
+        batch, _, length, _ = query.shape
+        order = RankOrder(padding_mask, batch, length, query.device)
+        attentions = self.dense_probabilities(query, key, order) if output_attentions else None
+        context = self.softmax(*(order.to_ranks(x) for x in (query, key, value)), order, dropout)
+        return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
+
+    def softmax(self, query, key, value, order: RankOrder, dropout: nn.Module) -> torch.Tensor:
+        """The part's softmax with the global tokens' rows exact, rank-ordered ``[B, h, N, d]`` in and out."""
+        raise NotImplementedError
 
     def exact_ranks(self, query_ranks: torch.Tensor, key_ranks: torch.Tensor) -> torch.Tensor:
         """Whether query rank ``query_ranks`` sees key rank ``key_ranks`` exactly (broadcast), global tokens aside."""

@@ -34,7 +34,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention_registry import register_local_part
-from .hybrid_attention import LocalOutput, LocalPart
+from .hybrid_attention import LocalPart
 from .masking import RankOrder, exporting_graph
 
 
@@ -123,15 +123,6 @@ class LocalBlocks(LocalPart):
         dropout_p = dropout.p if dropout.training else 0.0
         context = block_softmax(query, key, value, blocks, dropout_p)
         return self.with_global_rows(context, query, key, value, order.lengths, blocks.padded, dropout)
-
-    def attend(self, query, key, value, padding_mask, dropout: nn.Module,
-               output_attentions: bool = False) -> LocalOutput:
-        """The blocks alone on ``[B, h, N, d]`` projections; ``dropout`` acts on the probabilities."""
-        batch, _, length, _ = query.shape
-        order = RankOrder(padding_mask, batch, length, query.device)
-        attentions = self.dense_probabilities(query, key, order) if output_attentions else None
-        context = self.softmax(*(order.to_ranks(x) for x in (query, key, value)), order, dropout)
-        return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def exact_ranks(self, query_ranks, key_ranks):
         return query_ranks // self.size == key_ranks // self.size  # ranks are never negative

@@ -26,7 +26,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention_registry import register_local_part
-from .hybrid_attention import LocalOutput, LocalPart
+from .hybrid_attention import LocalPart
 from .masking import RankOrder, at_least_float32, masked_softmax
 
 MIN_BLOCK = 32  # fewest queries a block: a smaller window still scores 3 * 32 keys
@@ -111,19 +111,13 @@ class LocalWindow(LocalPart):
     def blocks(self, order: RankOrder, length: int, device) -> WindowBlocks:
         return WindowBlocks(order.lengths, length, self.radius, self.global_tokens, device)
 
-    def attend(self, query, key, value, padding_mask, dropout: nn.Module,
-               output_attentions: bool = False) -> LocalOutput:
-        """The window alone on ``[B, h, N, d]`` projections; ``dropout`` acts on the probabilities."""
-        batch, _, length, _ = query.shape
-        order = RankOrder(padding_mask, batch, length, query.device)
-        attentions = self.dense_probabilities(query, key, order) if output_attentions else None
-        query, key, value = (order.to_ranks(x) for x in (query, key, value))
-        blocks = self.blocks(order, length, query.device)
+    def softmax(self, query, key, value, order: RankOrder, dropout: nn.Module) -> torch.Tensor:
+        """The window's softmax with exact global rows, rank-ordered ``[B, h, N, d]`` in and out."""
+        blocks = self.blocks(order, query.shape[2], query.device)
         scores = at_least_float32(blocks.products(query * query.shape[-1] ** -0.5, key))  # [B, h, n, b, 3b + g]
         probabilities = masked_softmax(scores, blocks.allowed, dim=-1)  # a pad's row has no key: ignored
         context = blocks.weighted(dropout(probabilities), value)
-        context = self.with_global_rows(context, query, key, value, order.lengths, blocks.padded, dropout)
-        return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
+        return self.with_global_rows(context, query, key, value, order.lengths, blocks.padded, dropout)
 
     def exact_ranks(self, query_ranks, key_ranks):
         return (query_ranks - key_ranks).abs() <= self.radius

@@ -127,7 +127,8 @@ class EfficientAttention(nn.Module):
         return self.attend(hidden_states, padding_mask, state, output_attentions)
 
     def tensors_forward(self, hidden_states, padding_mask=None, state=None):
-        """:meth:`exact_forward`'s context, state and auxiliary loss: a tuple, for the compiled fast path."""
+        """:meth:`exact_forward`'s context, state and auxiliary loss as a tuple (what the compiled fast path
+        returns)."""
         output = self.exact_forward(hidden_states, padding_mask, state)
         return output.context, output.state, output.aux_loss
 
@@ -158,7 +159,8 @@ class EfficientAttention(nn.Module):
             )
 
     def extend_max_length(self, max_length: int) -> None:
-        """Take inputs of up to ``max_length`` tokens (no fewer than now), in place."""
+        """Take inputs of up to ``max_length`` tokens (at least the current maximum), in place: the weights sized
+        by the maximum length (``needs_max_length``) grow by :meth:`extend_length_sized_weights`."""
         if self.max_length is not None and max_length < self.max_length:
             raise ValueError(f"The {self.name!r} attention cannot shrink from max_length={self.max_length} to "
                              f"{max_length}: extend only.")
@@ -168,8 +170,10 @@ class EfficientAttention(nn.Module):
         self.max_length = max_length
 
     def extend_length_sized_weights(self, max_length: int) -> None:
-        """Grow the weights sized by ``self.max_length`` to ``max_length`` in place, keeping the outputs up to
-        the old maximum; required with ``needs_max_length``."""
+        """The mechanism's rule for growing its weights sized by ``self.max_length`` to ``max_length``, in place
+        (parameters replaced under ``torch.no_grad``). Every mechanism with ``needs_max_length`` defines one, chosen
+        so that inputs of up to the old maximum are computed as before, and says in its docstring what is exact
+        and what is not."""
         raise NotImplementedError(
             f"The {self.name!r} attention has weights sized by the maximum length but no rule to extend them: "
             "define extend_length_sized_weights."

@@ -100,8 +100,13 @@ class KerformerAttention(KernelAttention):
             self.se_expand = nn.Linear(squeezed, outputs)
 
     def extend_length_sized_weights(self, max_length: int) -> None:
-        """Token-mode SE-K's second layer, a row per rank, repeated cyclically to ``max_length`` rows like the
-        position rows: exact up to the old ``N_max`` real tokens."""
+        """Token-mode SE-K's second layer (one output per token rank: weight ``[N_max, d / r]``, bias
+        ``[N_max]``) grows to ``max_length`` outputs by repeating its rows cyclically, as the position rows are
+        (:func:`~position_extension.tile_to_length`): rank ``t`` gets the old rank ``t mod N_max``'s weights.
+
+        Exact: on inputs of up to the old ``N_max`` real tokens the output is unchanged (the rows of their ranks
+        are kept). Not exact: longer inputs have no old output to match; their keys are reweighted with the
+        pattern of the first ``N_max`` ranks, repeated, from a pooled key that now averages more tokens."""
         for name in ("weight", "bias"):
             replace_parameter(self.se_expand, name, tile_to_length(getattr(self.se_expand, name), max_length))
         self.se_expand.out_features = max_length

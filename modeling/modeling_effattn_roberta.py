@@ -112,19 +112,22 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
             init.zeros_(module.bias)
 
     def extend_position_embeddings(self, config) -> None:
-        """Extend the position table by Longformer's copy, keeping RoBERTa's reserved rows."""
+        """Longformer's copy of the position rows (``position_extension``); RoBERTa's reserved rows
+        ``0 .. pad_token_id`` are kept, BERT's positions have none."""
         tile_position_rows(self.base_model.embeddings.position_embeddings, config.max_position_embeddings,
                            self.first_position_row(config))
 
     def position_period(self) -> int | None:
-        """The period the position table repeats, if extended by copying and not trained since; else None."""
+        """The length of the learned block that the position table repeats after Longformer's copy (a table
+        extended and not trained since), or None where it repeats nothing."""
         rows = self.base_model.embeddings.position_embeddings.weight[self.first_position_row(self.config):]
         period = learned_length(rows.detach())
         return period if period < len(rows) else None
 
     @classmethod
     def extension_period(cls, saved) -> int:
-        """``saved``'s maximum length: a RoBERTa or BERT checkpoint learned all its positions."""
+        """A RoBERTa or BERT checkpoint's positions are all learned: an extension copies them in blocks of its
+        maximum length."""
         return saved.attention_max_length
 
     @staticmethod

@@ -62,7 +62,7 @@ class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
                 init.zeros_(module.mask_token)
 
     def extend_position_embeddings(self, config) -> None:
-        """Interpolate the patches' position grid to ``config.image_size``."""
+        """The patches' position grid resized to ``config.image_size`` (``position_extension``)."""
         interpolate_patch_positions(self.base_model.embeddings, *pair(config.image_size))
 
 

@@ -1,9 +1,12 @@
-"""Kerformer's attention on tensors: the op through ``d x d`` summaries (the kernelized forward of
-``kernel_attention.py``), which the layer (``attention_kerformer.py``) calls, and its naive O(N^2) form, which builds
-Eq. 9's N x N matrix for the tests.
+"""Kerformer's attention as functions on tensors: the fast op, through ``d x d`` summaries (the kernelized forward of
+``kernel_attention.py`` on :func:`kerformer_features`, the features the layer, ``attention_kerformer.py``, gives to
+that forward), and its naive O(N^2) form, which builds the N x N matrix of Eq. 9 (for the tests: no layer calls it).
 
-Both take the projections ``query``, ``key``, ``value [B, h, N, d]``, ``padding_mask [B, N]`` (True at real tokens)
-or None, and SE-K's ``se_mode`` and ``se_weights`` (:func:`reweight_keys`).
+Shapes: B sequences of N tokens, h heads of width d, C = h d; ``padding_mask [B, N]`` bool, True at real tokens, or
+None. Both forms take the layer's projections ``query``, ``key``, ``value [B, h, N, d]`` and SE-K's weights as
+tensors, ``se_weights``: its two linear layers' ``(W_1, b_1, W_2, b_2)``, ``W_1 [d / ratio, d]``, ``W_2 [N_max or d,
+d / ratio]`` (None: no SE-K, ``se_mode="none"``), read by ``se_mode`` ("token": one weight per token rank;
+"channel": one per key channel).
 """
 
 from __future__ import annotations
@@ -53,8 +56,10 @@ def kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
                         padding_mask: torch.Tensor | None, se_mode: str, se_weights: SEWeights | None, eps: float,
                         key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
                         summary_chunk: int = 512, output_attentions: bool = False):
-    """Eq. 9, ``out_i = phi(q_i) (sum_j K'_j^T v_j) / (phi(q_i) . sum_j K'_j + eps)``, by :func:`kernelized_attention`
-    (its arguments too): the context ``[B, h, N, d]``, and ``A [B, h, N, N]`` or None."""
+    """``out_i = phi(q_i) (sum_j K'_j^T v_j) / (phi(q_i) . sum_j K'_j + eps)`` (Eq. 9), right to left (arguments: the
+    module docstring; ``key_dropout``, ``summary_chunk``: :func:`~kernel_attention.kernelized_attention`'s).
+
+    Returns the context ``[B, h, N, d]`` and, with ``output_attentions``, the matrix ``A [B, h, N, N]`` (else None)."""
     query_features, key_features = kerformer_features(query, key, padding_mask, se_mode, se_weights)
     return kernelized_attention(query_features, key_features, value, lambda sums: sums + eps, key_dropout,
                                 summary_chunk, output_attentions)
@@ -63,9 +68,15 @@ def kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 def naive_kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                               padding_mask: torch.Tensor | None, se_mode: str, se_weights: SEWeights | None,
                               eps: float) -> AttentionOutput:
-    """Kerformer with its N x N matrix built (Gan et al. 2023), for the tests: ``phi = sigmoid`` (Eq. 7),
-    ``varphi = softmax`` over d (Eq. 8), SE-K (Sec. 3.5), ``A_ij = phi(q_i) . k'_j / (sum_j phi(q_i) . k'_j + eps)``
-    over the real keys (Eqs. 4-5, 9). Returns ``AttentionOutput``: ``A V [B, N, C]`` (meaningless at pads), ``A``."""
+    """Kerformer with its N x N attention matrix built and applied (Gan et al. 2023; arguments: the module docstring).
+
+    Eq. 7: ``phi(q) = sigmoid(q)``; Eq. 8: ``varphi(k) = softmax_d(k)``, row by row; Sec. 3.5, SE-K: the mean of
+    ``varphi(K)`` over the real tokens, two linear layers without a ReLU, a sigmoid, one weight per real token's
+    position in its sequence (its count of real tokens before it) or per channel; Eqs. 4-5 / 9: ``A_ij = phi(q_i) .
+    k'_j / (sum_j phi(q_i) . k'_j + eps)`` over the real keys j, ``context = A V``.
+
+    Returns the layer's output (``attention_base.AttentionOutput``): the context ``[B, N, C]`` (its rows at pads
+    meaningless) and ``A [B, h, N, N]``."""
     batch, heads, length, _ = query.shape
     real = torch.ones(batch, length, dtype=torch.bool) if padding_mask is None else padding_mask
     keys = torch.softmax(key, dim=-1)

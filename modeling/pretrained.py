@@ -77,16 +77,21 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         convert_attention: bool = False,
         **kwargs,
     ):
-        """Load a checkpoint of this family or of a source architecture: :meth:`plan_load`, then :meth:`from_plan`.
+        """Load a checkpoint of this family or of a source architecture (see the module docstring): the checks of
+        :meth:`plan_load`, then :meth:`from_plan`.
 
         Args:
-            attention_type: the mechanism (default: the checkpoint's; ``"sdpa"`` for a source architecture).
-            attention_config: its settings (default: the checkpoint's, or the paper's).
-            convert_attention: load a checkpoint of this family with another mechanism or settings; the weights
-                not shared are dropped or initialised, and listed.
-            max_length (text) / image_size (ViT): the input size to extend to, at least the checkpoint's.
-            config_dict: the checkpoint's ``config.json``, if already read.
-            kwargs: as for :meth:`transformers.PreTrainedModel.from_pretrained`, config values included.
+            attention_type: the mechanism to use (default: the checkpoint's own, or ``"sdpa"`` for a source
+                architecture's checkpoint).
+            attention_config: its settings (default: the checkpoint's own, or the paper defaults).
+            convert_attention: allow a checkpoint of this family to be loaded with another mechanism or other
+                settings: weights shared by both are reused, the others dropped or initialised, and listed.
+            max_length (text) / image_size (ViT): extend the model to this input size, at least the checkpoint's
+                (see the module docstring).
+            config_dict: the checkpoint's ``config.json`` as a dict, when the caller has read it (it is not read
+                again).
+            kwargs: as for :meth:`transformers.PreTrainedModel.from_pretrained` (config values such as
+                ``num_labels`` included).
         """
         plan = cls.plan_load(pretrained_model_name_or_path, attention_type, attention_config, convert_attention,
                              **kwargs)
@@ -96,9 +101,11 @@ class EffAttnPreTrainedModel(PreTrainedModel):
     def plan_load(cls, pretrained_model_name_or_path, attention_type: str | None = None,
                   attention_config: dict | None = None, convert_attention: bool = False,
                   config_dict: dict | None = None, **kwargs) -> LoadPlan:
-        """The pre-flight check, from the checkpoint's ``config.json`` alone: ``ValueError`` for another model
-        type, a smaller input size, or another mechanism without ``convert_attention``; bad settings raise too.
-        Arguments as for :meth:`from_pretrained`."""
+        """The pre-flight check of a load, from the checkpoint's ``config.json`` alone (read here unless given as
+        ``config_dict``): ``ValueError`` for a checkpoint of another model type, a smaller input size than the
+        checkpoint's, or another mechanism than the checkpoint's without ``convert_attention``; bad settings raise
+        as the config checks them. Nothing else is read; :meth:`from_plan` loads what it returns. Arguments as for
+        :meth:`from_pretrained`."""
         source = config_dict if config_dict is not None else checkpoint_config_dict(pretrained_model_name_or_path,
                                                                                     kwargs)
         source_type = source.get("model_type")
@@ -135,8 +142,8 @@ class EffAttnPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def from_plan(cls, plan: LoadPlan, *model_args):
-        """Load as :meth:`plan_load` planned: the weights at the checkpoint's input size, extended to the planned
-        one; the load report logged."""
+        """Load the checkpoint as :meth:`plan_load` checked it: its weights at the checkpoint's input size, then
+        extended to the planned one; the load report logged (see the module docstring)."""
         kwargs = dict(plan.kwargs)
         output_loading_info = kwargs.pop("output_loading_info", False)
         extended = plan.target.input_size != plan.saved.input_size
@@ -165,22 +172,24 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         return (model, info) if output_loading_info else model
 
     def position_period(self) -> int | None:
-        """The period of the positions an extension copied and no training changed since, or None."""
+        """The period of positions copied by an extension and not trained since (see ``position_extension``), or
+        None (the family's rule; None where positions are not copied)."""
         return None
 
     @classmethod
     def extension_period(cls, saved) -> int | None:
-        """The period of the positions that extending a source checkpoint (config ``saved``) copies, or None."""
+        """The period of the positions an extension of a source checkpoint (config ``saved``, its learned table)
+        copies, or None where positions are not copied (the family's rule)."""
         return None
 
     def check_block_alignment(self, checkpoint_block: int | None = None) -> None:
         """Raise where aligned blocks (``local_block``) would not restart the copied positions; ``checkpoint_block``:
-        the checkpoint's own blocks, if any."""
+        the blocks the checkpoint itself read, if any (see :func:`check_block_period`)."""
         check_block_period(self.config.local_block, self.position_period(), checkpoint_block)
 
     def extend_position_embeddings(self, config) -> None:
-        """Grow the position embeddings in place to ``config``'s input size (the family's rule); the rest is the
-        caller's."""
+        """Grow the position embeddings, in place, to the input size of ``config`` (the family's rule, see
+        ``position_extension``); the model's other weights and its config are left to the caller."""
         raise NotImplementedError
 
     @classmethod
@@ -201,14 +210,17 @@ class EffAttnPreTrainedModel(PreTrainedModel):
 
     @classmethod
     def source_defaults(cls, source_type: str) -> dict:
-        """A source architecture's config defaults that differ from ours: they, not ours, fill in what its
-        ``config.json`` leaves out (Hub BERT's ``bos_token_id``: None, not RoBERTa's 0)."""
+        """The defaults of a source architecture's config that differ from ours. A ``config.json`` may leave its
+        class defaults out (Hub BERT checkpoints have no ``bos_token_id``/``eos_token_id``: ``None``), and ours
+        (RoBERTa's 0 and 2) must not fill them in."""
         theirs, ours = AutoConfig.for_model(source_type).to_dict(), cls.config_class().to_dict()
         return {key: value for key, value in without_file_keys(theirs).items() if key in ours and ours[key] != value}
 
     def save_pretrained(self, save_directory, *args, save_original_format: bool = False, **kwargs):
-        """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head of
-        the family and this model's own remote code (:meth:`write_remote_code`)."""
+        """As :meth:`transformers.PreTrainedModel.save_pretrained`, with ``config.auto_map`` naming every head
+        of the family, the weights saved under this model's names (``save_original_format=False``): never
+        renamed back to those of the checkpoint the model was converted from, and the remote code trimmed to the
+        files this model runs (:meth:`write_remote_code`)."""
         self.config.auto_map = {
             "AutoConfig": qualified_name(type(self.config)),
             **{auto: qualified_name(model_class) for auto, model_class in self.auto_classes.items()},
@@ -219,12 +231,13 @@ class EffAttnPreTrainedModel(PreTrainedModel):
         return result
 
     def write_remote_code(self, folder) -> list[str]:
-        """Replace the code ``save_pretrained`` copied into ``folder`` with this model's two generated files;
+        """Replace the modules that ``save_pretrained`` copied into ``folder`` with the two files of remote code
+        generated for this model, ``configuration_effattn.py`` and its family's modeling file (:mod:`.remote_code`);
         returns their names."""
         return write_remote_code(self, folder)
 
     def _upload_modified_files(self, working_dir, *args, **kwargs):
-        """``save_pretrained(..., push_to_hub=True)`` uploads before it returns: the code generated first."""
+        """``save_pretrained(..., push_to_hub=True)`` uploads the folder before it returns: its code generated first."""
         self.write_remote_code(working_dir)
         return super()._upload_modified_files(working_dir, *args, **kwargs)
 

@@ -199,7 +199,7 @@ def closure(entries: list[str], folder: Path = MODELING) -> list[Module]:
 
 def substituted(modules: list[Module], substitutes: dict[str, str]) -> list[Module]:
     """``modules`` with the definition of each name in ``substitutes`` replaced by the function it names, renamed
-    (:data:`WITHOUT_LOCAL_PART`)."""
+    (:data:`STAND_INS`, :data:`WITHOUT_LOCAL_PART`)."""
     for module in modules:
         kept = []
         for definition in module.definitions:

@@ -29,6 +29,13 @@ on a mechanism's name:
   mechanism has them, since the part needs them).
 * ``has_own_kernels``: the fast path is the mechanism's own CUDA kernels, called from :meth:`EfficientAttention.attend`
   where ``fast_paths.takes_fast_path`` allows (PSF's factor product, ``chord_kernels.py``), not the layer compiled.
+
+The fast path (:meth:`EfficientAttention.fast_forward`) is the package's only: a Hub folder's generated code runs the
+exact path, :meth:`EfficientAttention.exact_forward`, where a hybrid adds its local part. ``length_limit_fix``
+completes the error of a mechanism with ``needs_max_length`` on a longer input. :meth:`EfficientAttention.split_heads`
+reshapes with explicit sizes, so that an empty batch keeps its shape. :meth:`EfficientAttention.reset_parameters`
+initialises the mechanism's own raw parameters with ``transformers.initialization``, which skips loaded ones; the
+model initialises the ``nn.Linear`` layers.
 """
 
 from __future__ import annotations
@@ -46,8 +53,7 @@ from .fast_paths import run_fast, takes_fast_path
 
 @dataclass
 class AttentionOutput:
-    """What a mechanism returns: ``context [B, N, C]``, ``state`` for the next layer, ``aux_loss`` (a scalar) and
-    ``attentions [B, h, N, N]``, or None."""
+    """``context [B, N, C]``, ``state`` for the next layer, scalar ``aux_loss`` and ``attentions [B, h, N, N]``."""
 
     context: torch.Tensor
     state: Any = None
@@ -56,8 +62,7 @@ class AttentionOutput:
 
 
 class EfficientAttention(nn.Module):
-    """Base class of the mechanisms (the contract: ``attention_base.py``'s docstring); each implements
-    :meth:`attend`."""
+    """Base of the mechanisms, which implement :meth:`attend` (contract: ``attention_base.py``'s docstring)."""
 
     name: ClassVar[str]
     settings_class: ClassVar[type[AttentionSettings]] = AttentionSettings
@@ -72,7 +77,7 @@ class EfficientAttention(nn.Module):
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
     has_own_kernels: ClassVar[bool] = False
-    # With ``needs_max_length``: a clause ", or ..." ending the length errors, another way to lift the limit.
+    # ", or ..." ending the length error: another way past the limit.
     length_limit_fix: ClassVar[str] = ""
 
     def __init__(
@@ -104,18 +109,17 @@ class EfficientAttention(nn.Module):
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys and values ``[B, h, N, d]`` from ``hidden_states [B, N, C]``."""
+        """Queries, keys, values ``[B, h, N, d]`` of ``hidden_states [B, N, C]``."""
         return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
 
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """The length checked, then :meth:`fast_forward` where it runs, else :meth:`exact_forward`."""
+        """:meth:`fast_forward` where it runs, else :meth:`exact_forward`."""
         self.check_length(hidden_states.shape[1])
         fast = None if output_attentions else self.fast_forward(hidden_states, padding_mask, state)
         return fast if fast is not None else self.exact_forward(hidden_states, padding_mask, state, output_attentions)
 
     def fast_forward(self, hidden_states, padding_mask=None, state=None) -> AttentionOutput | None:
-        """:meth:`exact_forward` compiled where ``fast_paths.py`` allows (CUDA), else None (always with
-        ``has_own_kernels``). Package only: a Hub folder runs the exact path."""
+        """:meth:`exact_forward` compiled where ``fast_paths.py`` allows (CUDA), else None."""
         name = f"the {self.name!r} attention"
         if self.has_own_kernels or not takes_fast_path(name, hidden_states):
             return None
@@ -123,7 +127,7 @@ class EfficientAttention(nn.Module):
         return AttentionOutput(context, state, aux_loss)
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """The exact path: :meth:`attend` (a hybrid adds its local part here)."""
+        """:meth:`attend`; a hybrid adds its local part here."""
         return self.attend(hidden_states, padding_mask, state, output_attentions)
 
     def tensors_forward(self, hidden_states, padding_mask=None, state=None):
@@ -134,12 +138,11 @@ class EfficientAttention(nn.Module):
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
-        """The mechanism alone (the paper's attention), arguments and result as :meth:`forward`'s;
-        ``projections``: :meth:`project`'s output when the caller has it."""
+        """The paper's attention alone, as :meth:`forward`; ``projections``: :meth:`project`'s output, if known."""
         raise NotImplementedError
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, N, h * d] -> [B, h, N, d]``, any ``d`` (explicit sizes: an empty batch keeps its shape)."""
+        """``[B, N, h * d] -> [B, h, N, d]``, any ``d`` (explicit sizes keep an empty batch)."""
         batch, length, width = x.shape
         return x.view(batch, length, self.num_heads, width // self.num_heads).transpose(1, 2)
 
@@ -150,7 +153,7 @@ class EfficientAttention(nn.Module):
         return x.transpose(1, 2).reshape(batch, length, heads * dim)
 
     def check_length(self, length: int) -> None:
-        """Raise when a mechanism with a fixed maximum length gets a longer input."""
+        """Raise on an input past a fixed maximum length."""
         if self.needs_max_length and length > self.max_length:
             raise ValueError(
                 f"Sequence length {length} exceeds the maximum length {self.max_length} that the "
@@ -180,8 +183,7 @@ class EfficientAttention(nn.Module):
         )
 
     def reset_parameters(self, std: float = 0.02) -> None:
-        """Initialise the mechanism's own raw parameters with ``transformers.initialization`` (which skips loaded
-        ones); the model initialises its ``nn.Linear`` layers."""
+        """Initialise the mechanism's own raw parameters, not its ``nn.Linear`` layers."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.settings.to_dict().items())

@@ -53,8 +53,8 @@ SE_MODES = ("token", "channel", "none")
 @register_settings("kerformer")
 @dataclass(frozen=True)
 class KerformerSettings(KernelSettings):
-    """``se_mode``: SE-K's weights per token rank (``"token"``, the paper's), per key channel (``"channel"``, any
-    length) or none (``"none"``); ``se_reduction``: its first layer maps d to d / ratio; ``eps``: in Eq. 9."""
+    """SE-K's weights per token rank (``se_mode="token"``, the paper's), per key channel (``"channel"``, any
+    length) or ``"none"``; ``se_reduction``: r of its first layer, ``d -> d / r``; ``eps``: Eq. 9's."""
 
     se_mode: str = setting("token", str, choices=SE_MODES)
     se_reduction: int = setting(4, int, minimum=1)
@@ -87,7 +87,7 @@ class KerformerAttention(KernelAttention):
   doi = {10.3389/fnbot.2023.1214203}
 }"""
     complexity = "O(N d^2) time, O(N d) memory"
-    needs_max_length = True  # with se_mode="token", the default; each instance sets its own
+    needs_max_length = True  # se_mode="token", the default; set per instance
     length_limit_fix = ', or use se_mode="channel", which has no length limit'
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
@@ -112,11 +112,11 @@ class KerformerAttention(KernelAttention):
         self.se_expand.out_features = max_length
 
     def se_weights(self):
-        """SE-K's weights ``(W_1, b_1, W_2, b_2)`` as the op takes them, or None without SE-K."""
+        """SE-K's ``(W_1, b_1, W_2, b_2)``, or None without SE-K."""
         if self.settings.se_mode == "none":
             return None
         return self.se_reduce.weight, self.se_reduce.bias, self.se_expand.weight, self.se_expand.bias
 
     def kernel_features(self, query, key, padding_mask):
-        """``phi(Q)`` and reweighted ``varphi(K)`` (zero at pads), each ``[B, h, N, d]``."""
+        """``phi(Q)`` and SE-K's ``varphi(K)`` ``[B, h, N, d]``, zero at pads."""
         return kerformer_features(query, key, padding_mask, self.settings.se_mode, self.se_weights())

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,9 +34,8 @@ from .local_settings import (
 
 _SETTINGS: dict[str, type[AttentionSettings]] = {}
 _REGISTRY: dict[str, type[EfficientAttention]] = {}
-_LOCAL_PARTS: dict[str, type] = {}  # kind -> the exact local part (``hybrid_attention.LocalPart``)
-_COMPOSITIONS: dict[tuple[str, str | None], type] = {}  # (join, kind or None: any) -> how a mechanism joins a part
-_HYBRIDS: dict[tuple[type, type, type], type] = {}  # (composition, part, mechanism) -> their class, built once
+_LOCAL_PARTS: dict[str, type] = {}  # kind -> LocalPart subclass
+_COMPOSITIONS: dict[tuple[str, str | None], type] = {}  # (join, kind or None: any) -> composition
 
 
 def register_settings(*names: str):
@@ -50,8 +50,7 @@ def register_settings(*names: str):
 
 
 def register_attention(name: str):
-    """Class decorator registering a mechanism as ``name``, and its ``settings_class`` (the built-in mechanisms
-    register theirs apart, so that a config needs no mechanism's code)."""
+    """Class decorator registering a mechanism as ``name``, with its ``settings_class``."""
 
     def decorate(cls: type[EfficientAttention]) -> type[EfficientAttention]:
         registered(_SETTINGS, name, cls.settings_class, "settings")
@@ -63,8 +62,7 @@ def register_attention(name: str):
 
 
 def register_local_part(kind: str):
-    """Class decorator registering an exact local part (``hybrid_attention.LocalPart``) as ``kind`` (``"window"``,
-    ``"blocks"``)."""
+    """Class decorator registering an exact local part as ``kind`` (``"window"``, ``"blocks"``)."""
 
     def decorate(cls: type) -> type:
         registered(_LOCAL_PARTS, kind, cls, "local part")
@@ -75,8 +73,8 @@ def register_local_part(kind: str):
 
 
 def register_composition(join: str, kind: str | None = None):
-    """Class decorator registering how a mechanism joins a local part of ``kind`` (None: any): ``join`` ``"mixed"``
-    per head, or ``"shared"``, a kernelized mechanism under the part's normaliser."""
+    """Class decorator registering how a mechanism joins a part of ``kind`` (None: any): ``join`` ``"mixed"`` per
+    head, or ``"shared"`` under the part's normaliser."""
 
     def decorate(cls: type) -> type:
         registered(_COMPOSITIONS, (join, kind), cls, "composition")
@@ -87,15 +85,8 @@ def register_composition(join: str, kind: str | None = None):
 
 
 def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
-    """``mechanism`` composed with the local part ``local`` declares; a ``ValueError`` where that part or composition
-    is not registered (a Hub folder's code holds its model's only)."""
-    try:
-        return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
-    except KeyError:
-        shared = local.shares_normaliser(mechanism.settings_class.local_part_role)
-        raise ValueError(f"This model's code cannot build a {local.kind} local part "
-                         f"{'under its normaliser' if shared else 'mixed per head'}: a Hub folder's code holds the one "
-                         f"it was saved with only. {WITH_THE_PACKAGE}") from None
+    """``mechanism`` composed with the local part ``local`` declares."""
+    return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
 
 
 def without_hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
@@ -105,17 +96,22 @@ def without_hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSe
 
 
 def composition_for(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type:
-    """The composition joining ``mechanism`` to ``local``: the one registered for the part's kind, else for any."""
+    """The composition joining ``mechanism`` to ``local``: the one registered for the part's kind, else for any; a
+    ``ValueError`` where the part or the composition is not registered (a Hub folder's code holds its model's only)."""
     join = "shared" if local.shares_normaliser(mechanism.settings_class.local_part_role) else "mixed"
-    return _COMPOSITIONS.get((join, local.kind)) or _COMPOSITIONS[join, None]
+    composition = _COMPOSITIONS.get((join, local.kind)) or _COMPOSITIONS.get((join, None))
+    if composition is None or local.kind not in _LOCAL_PARTS:
+        raise ValueError(f"This model's code cannot build a {local.kind} local part "
+                         f"{'under its normaliser' if join == 'shared' else 'mixed per head'}: a Hub folder's code "
+                         f"holds the one it was saved with only. {WITH_THE_PACKAGE}")
+    return composition
 
 
+@functools.cache
 def composed_class(composition: type, part: type, mechanism: type[EfficientAttention]) -> type[EfficientAttention]:
-    """``<Mechanism>With<Part>``: the ``composition`` first, then ``mechanism``; built once per triple."""
-    if (composition, part, mechanism) not in _HYBRIDS:
-        _HYBRIDS[composition, part, mechanism] = type(f"{mechanism.__name__}With{part.__name__}", (
-            composition, mechanism), {"local_part_class": part, "mechanism_class": mechanism})
-    return _HYBRIDS[composition, part, mechanism]
+    """``<Mechanism>With<Part>``: the ``composition`` first, then ``mechanism``; one class per triple."""
+    return type(f"{mechanism.__name__}With{part.__name__}", (composition, mechanism),
+                {"local_part_class": part, "mechanism_class": mechanism})
 
 
 def empty_hybrid(composition: type, part: type, mechanism: type[EfficientAttention]) -> EfficientAttention:
@@ -125,7 +121,7 @@ def empty_hybrid(composition: type, part: type, mechanism: type[EfficientAttenti
 
 
 def registered(registry: dict, name: str, cls: type, kind: str) -> None:
-    """Put ``cls`` in ``registry`` under ``name``, which must be free (or ``cls``'s already)."""
+    """``registry[name] = cls``; a ``ValueError`` where ``name`` is another class's."""
     if name in registry and registry[name] is not cls:
         raise ValueError(f"The name {name!r} is already registered, for the {kind} {registry[name].__name__}: "
                          "choose another name.")
@@ -148,7 +144,7 @@ def list_attentions() -> list[str]:
 
 
 def registry_entry(registry: dict, name: str):
-    """``registry[name]`` for an ``attention_type``; an unknown name lists the known ones."""
+    """``registry[name]``; an unknown ``attention_type`` lists the known ones."""
     if not isinstance(name, str):
         raise TypeError(f"Invalid attention_type={name!r}: it must be a string, one of {', '.join(registry)}.")
     if name not in registry:
@@ -169,7 +165,7 @@ def get_settings_class(name: str) -> type[AttentionSettings]:
 
 
 def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | None = None) -> AttentionSettings:
-    """The settings dataclass of mechanism ``name`` from a dict (missing keys take the paper defaults)."""
+    """Mechanism ``name``'s settings from a dict (missing keys take the paper defaults)."""
     settings_class = get_settings_class(name)
     if isinstance(settings, settings_class):
         return settings
@@ -198,8 +194,8 @@ def build_attention(
     local: dict[str, Any] | LocalPartSettings | None = None,
     **kwargs: Any,
 ) -> EfficientAttention:
-    """Mechanism ``name`` with its ``settings``, composed with the exact local part ``local`` where layer
-    ``layer_idx`` has it; ``kwargs``: ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
+    """Mechanism ``name`` with its ``settings``, composed with the local part ``local`` where layer ``layer_idx`` has
+    it; ``kwargs``: ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
     if local is None or isinstance(local, Mapping):  # given here, checked here (a config's, by the config)
         values = current_spelling({"attention_config": settings, **(local or {})})
         settings, local = resolved_attention(name, values.pop("attention_config"), values, kwargs.get("max_length"))
@@ -214,8 +210,7 @@ def build_attention(
 
 def resolved_attention(name: str, settings: dict[str, Any] | AttentionSettings | None, local: dict[str, Any] | None,
                        max_length: int | None) -> tuple[AttentionSettings, LocalPartSettings | None]:
-    """Mechanism ``name``'s settings and its local part (or None), checked together, from ``settings`` and the
-    part's ``local`` (name -> value)."""
+    """Mechanism ``name``'s settings and its local part (or None) from ``local`` (name -> value), checked together."""
     settings = build_settings(name, settings)
     part = local_part_settings(dict(local or {}), settings.local_part_role)
     if part is not None:

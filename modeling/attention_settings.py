@@ -39,21 +39,20 @@ from .settings import DeclaredSettings, Spec, checked, require, setting  # noqa:
 
 @dataclass(frozen=True)
 class AttentionSettings(DeclaredSettings):
-    """Base of every mechanism's settings. Subclasses declare fields with :func:`~settings.setting` and override
-    :meth:`check` for shape-dependent constraints. ``local_part_role``: how an exact local part joins the mechanism,
-    ``"mixed"`` (gated per head), ``"kernel"`` (kernelized), ``"alone"`` (the part alone) or None."""
+    """Base of every mechanism's settings; the model's shape is checked in :meth:`check`. ``local_part_role``: how
+    a local part joins, ``"mixed"`` (gated per head), ``"kernel"``, ``"alone"`` or None."""
 
     local_part_role: ClassVar[str | None] = "mixed"
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
-        """Raise ``ValueError`` where a value does not fit the model's shape."""
+        """Raise ``ValueError`` for values that do not fit the model's shape."""
 
 
 HEADS_SPECS = {"hidden_size": Spec(int, minimum=1), "num_attention_heads": Spec(int, minimum=1)}
 
 
 def check_heads(hidden_size: int, num_heads: int) -> None:
-    """Raise unless the width and the head count are positive integers and the heads divide the width."""
+    """Raise unless ``num_heads`` divides ``hidden_size``, both positive integers."""
     for name, value in zip(HEADS_SPECS, (hidden_size, num_heads)):
         checked(name, value, HEADS_SPECS[name], where="config value")
     if hidden_size % num_heads:

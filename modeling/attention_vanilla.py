@@ -30,7 +30,7 @@ from .masking import masked_fill_min
 @register_settings("eager", "sdpa")
 @dataclass(frozen=True)
 class SoftmaxSettings(AttentionSettings):
-    """Softmax attention's settings: none of its own, and no local part (it is exact over every token)."""
+    """No settings of its own, and no local part: softmax attention is exact over every token."""
 
     local_part_role = None
 
@@ -51,7 +51,7 @@ class EagerAttention(EfficientAttention):
   year = {2017}
 }"""
     complexity = "O(N^2 d) time, O(N^2) memory"
-    max_chunk_scores: int | None = None  # set: compute in chunks of queries of at most this many scores each
+    max_chunk_scores: int | None = None  # set: chunks of queries of at most this many scores each
 
     def probabilities(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``softmax(Q K^T / sqrt(d))`` over real keys, ``[B, h, N, N]``."""
@@ -62,8 +62,8 @@ class EagerAttention(EfficientAttention):
 
     def chunked_context(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                         padding_mask: torch.Tensor | None) -> torch.Tensor:
-        """``softmax(Q K^T / sqrt(d)) V`` ``[B, h, N, d]`` for chunks of queries, each holding at most
-        ``max_chunk_scores`` scores ``[B, h, rows, N]`` (at least one query a chunk); dropout as in ``sdpa``."""
+        """``softmax(Q K^T / sqrt(d)) V`` ``[B, h, N, d]`` in chunks of queries, each of at most ``max_chunk_scores``
+        scores ``[B, h, rows, N]`` (at least one query)."""
         batch, heads, keys, _ = key.shape
         rows = max(1, self.max_chunk_scores // (batch * heads * keys))
         mask = None if padding_mask is None else padding_mask[:, None, None, :]
@@ -84,7 +84,7 @@ class EagerAttention(EfficientAttention):
 
 @register_attention("sdpa")
 class SdpaAttention(EagerAttention):
-    """Softmax attention through PyTorch's fused ``scaled_dot_product_attention``."""
+    """Softmax attention via PyTorch's fused ``scaled_dot_product_attention``."""
 
     complexity = "O(N^2 d) time, O(N) memory with a fused kernel"
 

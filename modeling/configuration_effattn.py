@@ -5,7 +5,8 @@ Both add, saved in ``config.json``: ``attention_type``, a registered mechanism (
 defaults; and the exact local part beside it, the model's own (``local_window`` or ``local_block``,
 ``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``, ``shared_normaliser``; one object:
 ``config.local_part``; moved out of ``attention_config``, where folders saved before 0.3 keep them). All are checked
-when the config is built, each error naming the value and what is allowed.
+when the config is built, each error naming the value and what is allowed. Any of them passed to ``from_pretrained``
+(``from_pretrained(folder, local_window=8)``) overrides the saved value (:meth:`EffAttnConfigMixin.from_dict`).
 
 ``attention_max_length`` is the longest input the embeddings can position: RoBERTa's ``max_position_embeddings -
 pad_token_id - 1``, BERT-style positions' (``roberta_positions=False``) ``max_position_embeddings``, ViT's patches
@@ -28,7 +29,7 @@ from .local_settings import (
 )
 from .settings import Spec, checked
 
-# The config values that the models of both families rely on, beyond hidden_size and num_attention_heads.
+# Both families' config values (the heads: check_heads).
 CONFIG_SPECS = {
     "num_hidden_layers": Spec(int, minimum=0),
     "intermediate_size": Spec(int, minimum=1),
@@ -50,9 +51,9 @@ def saved_attention(config_dict: dict) -> tuple[str, dict | None, dict]:
 
 @dataclass(repr=False, eq=False)
 class EffAttnConfigMixin:
-    """The checks and normalisation of both configs; ``family_specs``: the values a family adds to ``CONFIG_SPECS``."""
+    """Checks and normalisation of both configs; ``family_specs`` extends ``CONFIG_SPECS``."""
 
-    # The exact local part (``local_settings.py``).
+    # The exact local part.
     local_window: int | None = None
     local_block: int | None = None
     global_tokens: int = 0
@@ -67,7 +68,7 @@ class EffAttnConfigMixin:
 
     @property
     def attention_max_length(self) -> int:
-        """The longest input (in tokens) that the model can embed."""
+        """Longest input the model can embed, in tokens."""
         raise NotImplementedError
 
     @property
@@ -108,16 +109,13 @@ class EffAttnConfigMixin:
         )
 
     def __post_init__(self, **kwargs):
-        """Transformers' set-up, then the attention's (:meth:`setup_attention`)."""
         super().__post_init__(**kwargs)
         self.setup_attention()
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """As :meth:`transformers.PreTrainedConfig.from_dict`, with an ``attention_type``, ``attention_config`` or
-        local part's setting among ``kwargs`` (``from_pretrained(folder, local_window=...)``; None keeps the saved
-        value) in place of the saved one before the checks: settings update the saved ones key by key; another
-        ``attention_type`` starts from its own defaults and no local part."""
+        """As Transformers' ``from_dict``, but non-None attention and local part ``kwargs`` override the saved values
+        (``attention_config`` by key; another ``attention_type`` drops the saved ones)."""
         config_dict = current_spelling(config_dict)
         given = current_spelling({"attention_config": kwargs.pop("attention_config", None),
                                   **{name: kwargs.pop(name, None) for name in LOCAL_PART_SETTINGS}})
@@ -131,10 +129,10 @@ class EffAttnConfigMixin:
         return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:
-        """Raise for values of the family's own that do not fit together (after their types are checked)."""
+        """Raise where the family's own values do not fit together."""
 
     def setup_attention(self) -> None:
-        """Check the config values, the mechanism's settings and the local part; store them complete."""
+        """Check config values, settings and local part; store them complete."""
         check_heads(self.hidden_size, self.num_attention_heads)
         for name, spec in {**CONFIG_SPECS, **self.family_specs}.items():
             checked(name, getattr(self, name), spec, where="config value")
@@ -151,14 +149,12 @@ class EffAttnConfigMixin:
 
 
 class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
-    r"""A RoBERTa configuration whose self-attention is ``attention_type``; the other arguments are
-    :class:`~transformers.RobertaConfig`'s.
+    r"""A :class:`~transformers.RobertaConfig` with ``attention_type`` self-attention.
 
     Args:
-        attention_type (`str`, defaults to `"sdpa"`): a registered attention mechanism.
-        attention_config (`dict`, *optional*): that mechanism's settings (paper defaults for missing keys).
-        roberta_positions (`bool`, defaults to `True`): RoBERTa's position ids (real tokens from
-            ``pad_token_id + 1``, pads at ``pad_token_id``); `False`: BERT's ``0 .. N-1``, for BERT checkpoints.
+        attention_type (`str`, defaults to `"sdpa"`): a registered mechanism.
+        attention_config (`dict`, *optional*): its settings (paper defaults where missing).
+        roberta_positions (`bool`, defaults to `True`): count from ``pad_token_id + 1``; `False`: BERT's ``0 .. N-1``.
     """
 
     model_type = "effattn_roberta"
@@ -178,7 +174,7 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
     smaller_inputs_fix = "to use fewer tokens, truncate: tokenizer(..., truncation=True, max_length={size})"
 
     def check_family(self) -> None:
-        """With RoBERTa positions, ``pad_token_id`` must leave room for one position."""
+        """RoBERTa positions need room for a position after ``pad_token_id``."""
         if not self.roberta_positions:
             return
         checked("pad_token_id", self.pad_token_id, Spec(int, minimum=0), where="config value",
@@ -207,12 +203,11 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
 
 
 class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
-    r"""A ViT configuration whose self-attention is ``attention_type``; the other arguments are
-    :class:`~transformers.ViTConfig`'s.
+    r"""A :class:`~transformers.ViTConfig` with ``attention_type`` self-attention.
 
     Args:
-        attention_type (`str`, defaults to `"sdpa"`): a registered attention mechanism.
-        attention_config (`dict`, *optional*): that mechanism's settings (paper defaults for missing keys).
+        attention_type (`str`, defaults to `"sdpa"`): a registered mechanism.
+        attention_config (`dict`, *optional*): its settings (paper defaults where missing).
     """
 
     model_type = "effattn_vit"

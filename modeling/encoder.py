@@ -46,8 +46,7 @@ from .outputs import EffAttnEncoderOutput
 
 
 class LayerOutput(NamedTuple):
-    """A layer's ``hidden_states [B, N, C]``, its mechanism's ``state`` and ``aux_loss`` (training only), and
-    ``attentions [B, h, N, N]`` (when asked)."""
+    """A layer's ``hidden_states [B, N, C]``, ``state``, ``aux_loss`` and ``attentions [B, h, N, N]``."""
 
     hidden_states: torch.Tensor
     state: Any = None
@@ -56,7 +55,7 @@ class LayerOutput(NamedTuple):
 
 
 class EffAttnResidual(nn.Module):
-    """``LayerNorm(residual + dropout(dense(x)))``; the LayerNorm only in post-LN layers."""
+    """``LayerNorm(residual + dropout(dense(x)))``, the LayerNorm only post-LN."""
 
     def __init__(self, in_features: int, config, post_norm: bool):
         super().__init__()
@@ -69,8 +68,7 @@ class EffAttnResidual(nn.Module):
 
 
 class EffAttnAttention(nn.Module):
-    """The mechanism (``self``, with the model's exact local part if any) and the output projection with its
-    residual (``output``)."""
+    """``self``: the mechanism (and any local part); ``output``: projection and residual."""
 
     def __init__(self, config, layer_idx: int, post_norm: bool):
         super().__init__()
@@ -101,8 +99,7 @@ class EffAttnIntermediate(nn.Module):
 
 
 class EffAttnLayer(GradientCheckpointingLayer):
-    """One layer's modules, arranged post-LN or pre-LN by subclasses, whose ``forward`` returns a
-    :class:`LayerOutput`."""
+    """A layer's modules, arranged post- or pre-LN by subclasses."""
 
     post_norm: bool
 
@@ -143,8 +140,7 @@ class EffAttnViTLayer(EffAttnLayer):
 
 
 class EffAttnEncoder(nn.Module):
-    """``config.num_hidden_layers`` layers of ``layer_class`` (``encoder.layer.N``), each mechanism's ``state``
-    handed to the next."""
+    """``config.num_hidden_layers`` layers of ``layer_class``, each passing ``state`` to the next."""
 
     def __init__(self, config, layer_class: type[EffAttnLayer]):
         super().__init__()
@@ -158,9 +154,7 @@ class EffAttnEncoder(nn.Module):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> EffAttnEncoderOutput:
-        """``hidden_states [B, N, C]`` through every layer: the last hidden state, the layers' mean ``aux_loss``
-        and, when asked, every hidden state (the input first) and attentions ``[B, h, N, N]``; unset flags take the
-        config's."""
+        """``hidden_states [B, N, C]`` through the layers; None flags follow the config."""
         if output_attentions is None:
             output_attentions = self.config.output_attentions
         if output_hidden_states is None:
@@ -170,7 +164,7 @@ class EffAttnEncoder(nn.Module):
         aux_losses = []
         state = None
         for layer in self.layer:
-            # Tensors positional: gradient checkpointing re-runs the layer with those only.
+            # Tensors positional: checkpointing re-runs the layer with those only.
             hidden_states, state, aux_loss, attentions = layer(
                 hidden_states, padding_mask, state, output_attentions=output_attentions
             )

@@ -40,8 +40,8 @@ from .masking import RankOrder, at_least_float32, masked_softmax
 
 
 class LocalOutput(NamedTuple):
-    """``context [B, h, N, d]`` in token positions, ``global_rows [B or 1, N]`` (True at the global tokens) and, if
-    asked, the ``[B, h, N, N]`` probabilities."""
+    """A local part's ``context [B, h, N, d]``, ``global_rows [B or 1, N]`` (True at global tokens) and, if asked,
+    its ``[B, h, N, N]`` probabilities."""
 
     context: torch.Tensor
     global_rows: torch.Tensor
@@ -50,8 +50,7 @@ class LocalOutput(NamedTuple):
 
 class LocalPart(nn.Module):
     """Base of the exact local parts (window, blocks): the global tokens' exact rows and, beside a mechanism, the
-    per-head gate ``sigma(mechanism_logit)``, starting at ``mechanism_weight`` (None: no gate). Subclasses define
-    ``softmax`` and ``exact_ranks``."""
+    per-head gate ``sigma(mechanism_logit)`` starting at ``mechanism_weight`` (None: no gate)."""
 
     kind: ClassVar[str]
 
@@ -73,12 +72,12 @@ class LocalPart(nn.Module):
         return torch.sigmoid(self.mechanism_logit)
 
     def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B or 1, N]`` bool: True at the global tokens (rank below g)."""
+        """``[B or 1, N]``: True at the global tokens (rank < g)."""
         return order.ranks_at_positions(length, device) < self.global_tokens
 
     def with_global_rows(self, context, query, key, value, lengths: torch.Tensor, padded: int, dropout: nn.Module):
-        """Rank-ordered ``context [B, h, N, d]`` with the global tokens' rows exact over the ``lengths [B]`` real
-        keys; inputs padded to ``padded``, so shapes match alone and in a batch."""
+        """Rank-ordered ``context [B, h, N, d]`` with the global rows exact over the ``lengths [B]`` real keys;
+        inputs padded to ``padded``, so that shapes match alone and in a batch."""
         if not self.global_tokens:
             return context
         queries, keys, values = (F.pad(x, (0, 0, 0, padded - x.shape[2])) for x in (query, key, value))
@@ -89,8 +88,7 @@ class LocalPart(nn.Module):
         return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
 
     def dense_allowed(self, order: RankOrder, length: int, device) -> torch.Tensor:
-        """``[B or 1, 1, N, N]`` bool in token positions: the exact (query, key) pairs over real keys, for
-        ``output_attentions``."""
+        """``[B or 1, 1, N, N]``: the exact (query, key) pairs over real keys, in token positions."""
         ranks = order.ranks_at_positions(length, device)
         exact = self.exact_ranks(ranks[:, :, None], ranks[:, None, :])
         exact = exact | (ranks[:, None, :] < self.global_tokens) | (ranks[:, :, None] < self.global_tokens)
@@ -100,8 +98,7 @@ class LocalPart(nn.Module):
 
     def attend(self, query, key, value, padding_mask, dropout: nn.Module,
                output_attentions: bool = False) -> LocalOutput:
-        """The part alone on ``[B, h, N, d]`` projections, computed in rank order by :meth:`softmax`; ``dropout``
-        acts on the probabilities."""
+        """The part alone on ``[B, h, N, d]`` projections, computed in rank order by :meth:`softmax`."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         attentions = self.dense_probabilities(query, key, order) if output_attentions else None
@@ -109,11 +106,11 @@ class LocalPart(nn.Module):
         return LocalOutput(order.to_positions(context), self.global_rows(order, length, query.device), attentions)
 
     def softmax(self, query, key, value, order: RankOrder, dropout: nn.Module) -> torch.Tensor:
-        """The part's softmax with the global tokens' rows exact, rank-ordered ``[B, h, N, d]`` in and out."""
+        """The part's softmax, global rows exact: rank-ordered ``[B, h, N, d]`` in and out."""
         raise NotImplementedError
 
     def exact_ranks(self, query_ranks: torch.Tensor, key_ranks: torch.Tensor) -> torch.Tensor:
-        """Whether query rank ``query_ranks`` sees key rank ``key_ranks`` exactly (broadcast), global tokens aside."""
+        """Whether a query rank sees a key rank exactly (broadcast), global tokens aside."""
         raise NotImplementedError
 
     def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
@@ -125,8 +122,8 @@ class LocalPart(nn.Module):
 
 @register_composition("mixed")
 class HybridAttention(EfficientAttention):
-    """A mechanism beside the exact local part ``self.window``, mixed per head by its gate ``sigma``:
-    ``(1 - sigma) local(x) + sigma mechanism(x)``, the global tokens' rows the part's alone."""
+    """A mechanism beside the local part ``self.window``, mixed per head by its gate ``sigma``:
+    ``(1 - sigma) local(x) + sigma mechanism(x)``; the global rows are the part's alone."""
 
     local_part_class: ClassVar[type[LocalPart]]
     mechanism_class: ClassVar[type[EfficientAttention]]
@@ -141,15 +138,14 @@ class HybridAttention(EfficientAttention):
         self.local = local
         self.window = self.local_part_class(num_heads, local.size, local.global_tokens,
                                             mechanism_weight=local.gate_start(role))
-        self.parts = "both"  # or "window" / "mechanism" alone: see exact_forward
+        self.parts = "both"
 
     def __reduce_ex__(self, protocol):
-        """Pickled as the three classes it is built from at run time, and its state."""
+        """Pickled as the three classes it is built from, and its state."""
         return empty_hybrid, (self.composition, self.local_part_class, self.mechanism_class), self.__getstate__()
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """Runs ``self.parts``: ``"both"``, or ``"window"`` or ``"mechanism"`` alone, set by training code (window
-        dropout, ablations), not saved."""
+        """Runs ``self.parts``: ``"both"``, or one alone (set by training code: window dropout, ablations)."""
         if self.window.initial_mechanism_weight is None or self.parts == "mechanism":
             return self.attend(hidden_states, padding_mask, state, output_attentions)
         return self.attend_mixed(hidden_states, padding_mask, state, output_attentions)
@@ -158,7 +154,7 @@ class HybridAttention(EfficientAttention):
         """Mixes the part and the mechanism per head by the gate."""
         projections = self.project(hidden_states)
         local = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
-        if self.parts == "window":  # mechanism unused, but its state feeds the windowless layers (local_window_every)
+        if self.parts == "window":  # the mechanism's state still feeds the windowless layers
             state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
                 if self.carries_state and self.local.local_window_every > 1 else None
             return AttentionOutput(self.merge_heads(local.context), state, attentions=local.attentions)
@@ -172,8 +168,8 @@ class HybridAttention(EfficientAttention):
 
     def mixed(self, local: torch.Tensor, mechanism: torch.Tensor, weight: torch.Tensor,
               global_rows: torch.Tensor) -> torch.Tensor:
-        """``(1 - weight) local + weight mechanism`` for ``[B, h, N, *]`` and ``weight [h, 1, 1]``, one ``torch.lerp``
-        in the widest dtype; ``local``'s own rows at ``global_rows [B or 1, N]``."""
+        """``(1 - weight) local + weight mechanism`` (``[B, h, N, *]``, ``weight [h, 1, 1]``) in the widest dtype;
+        ``local``'s rows at ``global_rows [B or 1, N]``."""
         dtype = torch.promote_types(torch.promote_types(local.dtype, mechanism.dtype), weight.dtype)
         mixed = torch.lerp(local.to(dtype), mechanism.to(dtype), weight.to(dtype))
         if not self.window.global_tokens:

@@ -19,7 +19,11 @@ stays linear (a per-(i, j) mask would need the N x N matrix).
 Beside an exact local part (``hybrid_attention.py``) the part's exact softmax terms and the mechanism's terms may
 share one normaliser (LoLCATs; the model's ``shared_normaliser``), which the part computes from this class's terms
 (:meth:`KernelAttention.kernel_features`, :meth:`KernelAttention.key_dropout`, :func:`terms_over_every_key` in chunks
-of ``summary_chunk`` tokens, ``mechanism_outside_window``).
+of ``summary_chunk`` tokens, ``mechanism_outside_window``). With ``mechanism_outside_window`` (the default), the
+mechanism's terms beside a window stand for the keys outside it (LoLCATs); False, for every key.
+
+The computation runs in at least float32 with autocast off (:func:`at_least_float32`): sums over N tokens overflow
+half precision.
 """
 
 from __future__ import annotations
@@ -37,30 +41,29 @@ from .masking import at_least_float32
 
 @dataclass(frozen=True)
 class KernelSettings(AttentionSettings):
-    """Base of the kernelized mechanisms' settings: beside a local part, their terms may share its normaliser."""
+    """Kernelized mechanisms' settings (their terms may share a local part's normaliser)."""
 
     local_part_role = "kernel"
 
 
 class KernelAttention(EfficientAttention):
-    """Base of the kernelized mechanisms (:func:`kernelized_attention`); subclasses define :meth:`kernel_features`."""
+    """Base of the kernelized mechanisms (:func:`kernelized_attention`), which define :meth:`kernel_features`."""
 
-    # Beside a window, the mechanism's terms stand for the keys outside it (LoLCATs); False: for every key.
+    # Beside a window: terms for the keys outside it (LoLCATs); False: every key.
     mechanism_outside_window: bool = True
-    # Tokens per product of the summaries and their read-out; longer inputs run in chunks (terms_over_every_key).
+    # Tokens per chunk (terms_over_every_key).
     summary_chunk = 512
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
-        """``phi(Q)`` and ``varphi(K)`` ``[B, h, N, F]`` (zero at pads) from the projections ``[B, h, N, d]``."""
+        """``phi(Q)``, ``varphi(K)`` ``[B, h, N, F]`` (zero at pads) of ``query``, ``key [B, h, N, d]``."""
         raise NotImplementedError
 
     def normaliser(self, similarity_sums: torch.Tensor) -> torch.Tensor:
-        """``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]`` -> the row normaliser; default ``+ eps``."""
+        """Row normaliser of ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``; default ``+ eps``."""
         return similarity_sums + self.settings.eps
 
     def key_dropout(self, like: torch.Tensor) -> torch.Tensor | None:
-        """The key columns of A that dropout keeps, ``[B, h, N, 1]`` scaled by ``1 / (1 - p)``, one draw per key
-        for every query (a linear cost); None in eval mode or without dropout."""
+        """Dropout's mask of A's key columns ``[B, h, N, 1]``, shared by all queries, or None."""
         if not self.training or self.dropout.p == 0:
             return None
         return self.dropout(like.new_ones(*like.shape[:-1], 1))
@@ -75,15 +78,14 @@ class KernelAttention(EfficientAttention):
 
 
 def terms_over_every_key(query, dropped, keys, values, summary_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` and ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``
-    (``dropped``: the keys times dropout's ``m``), per chunk past ``summary_chunk`` tokens: one long product keeps
-    most of a GPU idle."""
+    """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` (``dropped``: keys times dropout's ``m``) and
+    ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``, chunked: one long product idles most of a GPU."""
     length = query.shape[2]
     if length <= summary_chunk:
         return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
     count = (length + summary_chunk - 1) // summary_chunk
 
-    def chunks(x: torch.Tensor) -> torch.Tensor:  # [B, h, N, F] -> [B, h, n, C, F], zeros after the last token
+    def chunks(x: torch.Tensor) -> torch.Tensor:  # [B, h, N, F] -> [B, h, n, C, F], zero-padded
         return F.pad(x, (0, 0, 0, count * summary_chunk - length)).unflatten(2, (count, summary_chunk))
 
     summary = (chunks(dropped).transpose(-1, -2) @ chunks(values)).sum(2, keepdim=True)  # [B, h, 1, F, d]
@@ -95,9 +97,8 @@ def kernelized_attention(query_features: torch.Tensor, key_features: torch.Tenso
                          normaliser: Callable[[torch.Tensor], torch.Tensor],
                          key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
                          summary_chunk: int = 512, output_attentions: bool = False):
-    """``out_i = phi(q_i) (sum_j varphi(k_j)^T v_j) / normaliser(phi(q_i) . sum_j varphi(k_j))`` right to left, from
-    ``phi(Q)``, ``varphi(K)`` ``[B, h, N, F]`` (zero at pads) and ``value [B, h, N, d]``: the context ``[B, h, N, d]``,
-    and ``A [B, h, N, N]`` or None. In at least float32, autocast off: sums over N tokens overflow half precision."""
+    """Context ``[B, h, N, d]`` and ``A [B, h, N, N]`` or None from features ``[B, h, N, F]`` (zero at pads) and
+    ``value [B, h, N, d]``, in float32 at least: sums over N tokens overflow half precision."""
     with torch.autocast(value.device.type, enabled=False):
         query, keys, values = (at_least_float32(x) for x in (query_features, key_features, value))
         keep = None if key_dropout is None else key_dropout(keys)

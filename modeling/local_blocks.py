@@ -39,13 +39,13 @@ from .masking import RankOrder, exporting_graph
 
 
 class AlignedBlocks:
-    """Rank-ordered ``[B, h, N, F]`` tensors as ``n = ceil(N / S)`` blocks of S tokens, ``[B n, h, S, F]``;
-    ``mask [B n, 1, 1, S + g]``: each block's real non-global keys, then the real global ones (None: every key)."""
+    """Rank-ordered ``[B, h, N, F]`` as ``n = ceil(N / S)`` blocks ``[B n, h, S, F]``. ``mask [B n, 1, 1, S + g]``
+    (None: all keys): each block's real non-global keys, then the real global ones."""
 
     def __init__(self, lengths: torch.Tensor, length: int, size: int, global_tokens: int, device, masked: bool):
         self.size, self.length, self.global_tokens = size, length, global_tokens
         self.count = (length + size - 1) // size  # integers only: the length may be symbolic
-        if exporting_graph():  # an unread extra block: torch.export would fix n = 1 if traced on one block
+        if exporting_graph():  # unread extra block: torch.export would fix n = 1 from a one-block trace
             self.count += 1
         self.mask = None
         if masked:
@@ -54,12 +54,12 @@ class AlignedBlocks:
             keys = (real & (ranks >= global_tokens)).view(-1, self.count, size)  # [B, n, S]
             if global_tokens:
                 keys = torch.cat([keys, real[:, None, :global_tokens].expand(-1, self.count, -1)], dim=-1)
-            empty = ~keys.any(-1, keepdim=True)  # a block with no key (never read) attends to all
+            empty = ~keys.any(-1, keepdim=True)  # a keyless block (never read) attends to all
             self.mask = (keys | empty).flatten(0, 1)[:, None, None, :]
 
     @property
     def padded(self) -> int:
-        """``n S``: the blocks' tokens, zero-padded."""
+        """``n S``, the zero-padded length."""
         return self.count * self.size
 
     def pad(self, x: torch.Tensor) -> torch.Tensor:
@@ -68,11 +68,11 @@ class AlignedBlocks:
         return F.pad(x, (0, 0, 0, missing)) if missing else x
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B n, h, S, F]``; where ``N = n S``, a view whose strides the flash kernel takes."""
+        """``[B, h, N, F]`` -> ``[B n, h, S, F]``; if ``N = n S``, a view with strides the flash kernel takes."""
         return self.pad(x).unflatten(2, (self.count, self.size)).transpose(1, 2).flatten(0, 1)
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B n, h, S + g, F]``: each block's keys (or values), then the global ones."""
+        """``[B, h, N, F]`` -> ``[B n, h, S + g, F]``: a block's keys (or values), then the global ones."""
         blocks = self.split(x)
         if not self.global_tokens:
             return blocks
@@ -86,8 +86,8 @@ class AlignedBlocks:
 
 
 def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) -> torch.Tensor:
-    """Softmax inside each block and over the global keys, rank-ordered ``[B, h, N, d]`` in and out; unmasked, the
-    full blocks and a short last one run as two batches."""
+    """Softmax in each block and over the global keys, rank-ordered ``[B, h, N, d]`` in and out; unmasked, a short
+    last block runs as its own batch."""
     def attend(q, k, v, mask=None):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
@@ -103,9 +103,8 @@ def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) ->
 
 @register_local_part("blocks")
 class LocalBlocks(LocalPart):
-    """Exact softmax in aligned blocks of ``S = local_block``: token i attends to real j with ``floor(rank_i / S) ==
-    floor(rank_j / S)`` or ``rank_j < g``, a global token to all. With S the checkpoint's length, it is the checkpoint
-    reading the input in chunks."""
+    """Exact softmax in aligned blocks of ``S = local_block``: i attends to real j if ``rank_i // S == rank_j // S``
+    or ``rank_j < g``; a global token to all. With S the checkpoint's length, it is the checkpoint run in chunks."""
 
     def __init__(self, num_heads: int, local_block: int, global_tokens: int = 0,
                  mechanism_weight: float | None = None):
@@ -113,12 +112,12 @@ class LocalBlocks(LocalPart):
         self.size = local_block
 
     def blocks(self, order: RankOrder, length: int, device) -> AlignedBlocks:
-        # exported graphs take the masked path: its shapes follow the length
+        # exported: the masked path's shapes follow the length
         masked = order.padding_mask is not None or self.global_tokens > 0 or exporting_graph()
         return AlignedBlocks(order.lengths, length, self.size, self.global_tokens, device, masked)
 
     def softmax(self, query, key, value, order: RankOrder, dropout: nn.Module) -> torch.Tensor:
-        """Block softmax with exact global rows, rank-ordered ``[B, h, N, d]`` in and out."""
+        """:func:`block_softmax` with exact global rows."""
         blocks = self.blocks(order, query.shape[2], query.device)
         dropout_p = dropout.p if dropout.training else 0.0
         context = block_softmax(query, key, value, blocks, dropout_p)

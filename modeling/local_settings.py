@@ -18,7 +18,10 @@ as one :class:`LocalPartSettings` (None without a local part), checked together 
 * ``local_window_every``: k, the window only in layers 0, k, 2k, ..., the others running the mechanism alone; blocks
   are in every layer.
 * ``initial_mechanism_weight``: the gate's start, each head's weight ``sigma(mechanism_logit)`` on the mechanism's part;
-  None takes :data:`GATE_STARTS`. A saved model keeps the gates it was saved with (the logit is a saved parameter).
+  None takes :data:`GATE_STARTS`, by how the mechanism joins the part and the part's kind: an even mix beside a
+  window; small beside blocks, so that a converted block hybrid starts as the chunked reader it came from; smaller
+  under the part's normaliser, where the mechanism's terms add up over every key outside the part. A saved model keeps
+  the gates it was saved with (the logit is a saved parameter).
 * ``shared_normaliser``: for a kernelized mechanism, True puts its terms under the local part's softmax normaliser
   (LoLCATs), False mixes it by the gate as every other mechanism is; None: True beside a window, False beside blocks
   (whose softmax then stays the chunked reader's).
@@ -35,24 +38,20 @@ from typing import Any
 from .settings import DeclaredSettings, require, setting
 
 DEFAULT_WINDOW = 128  # ModernBERT's, for the local part alone ('local') when neither size is given
-# The gate's default start sigma(mechanism_logit), by how the mechanism joins the part and the part's kind: an even
-# mix beside a window; small beside blocks, so that a converted block hybrid starts as the chunked reader it came
-# from; smaller under the part's normaliser, where the mechanism's terms add up over every key outside the part.
+# The gate's start sigma(mechanism_logit) by (join, kind): the module docstring says why.
 GATE_STARTS = {("mixed", "window"): 0.5, ("mixed", "blocks"): 0.01,
                ("shared", "window"): 0.01, ("shared", "blocks"): 1e-4}
-# LocalPartSettings' fields and defaults, written out for the code of a Hub folder without a local part (which has no
-# such class); tests/mechanisms/test_settings.py checks that the two agree.
+# LocalPartSettings' fields and defaults, for a Hub folder's code without that class (tested equal).
 LOCAL_PART_DEFAULTS = {"local_window": None, "local_block": None, "global_tokens": 0, "local_window_every": 1,
                        "initial_mechanism_weight": None, "shared_normaliser": None}
 LOCAL_PART_SETTINGS = tuple(LOCAL_PART_DEFAULTS)
-# How to build another local part than a Hub folder's code holds.
 WITH_THE_PACKAGE = ("pip install hf_effattn, then import hf_effattn and load the folder without trust_remote_code (the "
                     "package builds any local part).")
 
 
 @dataclass(frozen=True)
 class LocalPartSettings(DeclaredSettings):
-    """The model's local part (the module docstring), where it has one (a window or blocks)."""
+    """The model's local part, a window or blocks (fields: the module docstring)."""
 
     local_window: int | None = setting(None, int, minimum=2, none_means="no window")
     local_block: int | None = setting(None, int, minimum=1, none_means="no blocks")
@@ -77,13 +76,13 @@ class LocalPartSettings(DeclaredSettings):
         return layer_idx % self.local_window_every == 0
 
     def shares_normaliser(self, role: str) -> bool:
-        """Whether a mechanism of ``role`` (only a kernelized one can) puts its terms under the part's normaliser."""
+        """Whether a mechanism of ``role`` puts its terms under the part's normaliser (only a kernelized one can)."""
         if role != "kernel":
             return False
         return self.kind == "window" if self.shared_normaliser is None else self.shared_normaliser
 
     def gate_start(self, role: str) -> float | None:
-        """The gate's initial ``sigma(mechanism_logit)`` beside a mechanism of ``role``; None for the part alone."""
+        """The gate's start ``sigma(mechanism_logit)`` beside a mechanism of ``role``; None for the part alone."""
         if role == "alone":
             return None
         if self.initial_mechanism_weight is not None:
@@ -91,31 +90,26 @@ class LocalPartSettings(DeclaredSettings):
         return GATE_STARTS["shared" if self.shares_normaliser(role) else "mixed", self.kind]
 
     def check(self, attention_type: str, role: str | None, max_length: int | None) -> None:
-        """Raise for a local part that mechanism ``attention_type`` (of ``role``) cannot take or ``max_length`` cannot
-        hold."""
+        """Raise for a part that mechanism ``attention_type`` (of ``role``) cannot take or ``max_length`` cannot hold."""
         named = f"attention_type={attention_type!r}"
         require(role is not None, self.kind_name, self.size, f"None for {named}, which is exact over every token "
                 "already (for a window or blocks alone use attention_type='local')")
         require(self.local_block is None or self.local_window is None, "local_block", self.local_block,
-                f"None beside local_window={self.local_window}: aligned blocks and a sliding window are two exact "
-                "local parts, choose one and set the other to None (local_block for the chunked reader, local_window "
-                "for a sliding window)")
+                f"None beside local_window={self.local_window}: blocks and a window are two local parts, keep one")
         if max_length:
             require(self.size <= max_length, self.kind_name, self.size,
-                    f"at most the model's maximum length {max_length} (a local part that covers the whole input is "
-                    "full softmax attention: use attention_type='sdpa')")
+                    f"at most the model's maximum length {max_length} (one covering the whole input is full softmax: "
+                    "use attention_type='sdpa')")
             require(self.global_tokens <= max_length, "global_tokens", self.global_tokens,
                     f"at most the model's maximum length {max_length}")
         require(self.local_block is None or self.global_tokens <= self.local_block, "global_tokens",
                 self.global_tokens,
                 f"at most local_block={self.local_block} (the global tokens lie in the first block)")
         require(self.local_window_every == 1 or self.local_window is not None, "local_window_every",
-                self.local_window_every, "1 without a local window (it chooses the layers that get one; blocks are in "
-                "every layer): set local_window too")
+                self.local_window_every, "1 without a local window (blocks are in every layer): set local_window too")
         if role == "alone":
             require(self.local_window_every == 1, "local_window_every", self.local_window_every,
-                    "1 for the local part alone (a layer without it would attend to nothing): for a window in some "
-                    "layers only, put it beside a mechanism")
+                    "1 for the local part alone (a layer without it would attend to nothing)")
             require(self.initial_mechanism_weight is None, "initial_mechanism_weight", self.initial_mechanism_weight,
                     f"None for {named}, which has no mechanism beside its local part")
         require(self.shared_normaliser is None or role == "kernel", "shared_normaliser", self.shared_normaliser,
@@ -129,7 +123,7 @@ class LocalPartSettings(DeclaredSettings):
 
 def local_part_settings(values: dict[str, Any], role: str | None) -> LocalPartSettings | None:
     """The local part that ``values`` (the config's fields) declare, checked; None without one (then every setting
-    must keep its default). The part alone (``role`` ``"alone"``) defaults to a window of :data:`DEFAULT_WINDOW`."""
+    keeps its default). The part alone (``role="alone"``) defaults to a window of :data:`DEFAULT_WINDOW`."""
     values = {name: values.get(name, default) for name, default in LOCAL_PART_DEFAULTS.items()}
     if role == "alone" and values["local_window"] is None and values["local_block"] is None:
         values["local_window"] = DEFAULT_WINDOW

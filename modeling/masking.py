@@ -3,22 +3,38 @@
 A padding mask is a boolean ``[B, N]`` tensor, True at real tokens. Real tokens need not be
 contiguous: every helper here works from each token's rank among the real tokens of its sequence,
 so right padding, left padding and holes all give the same result at real positions.
+
+:func:`padding_mask_from` reads ``attention_mask`` as ``[B, N]`` (nonzero at real tokens) or as Transformers'
+broadcast ``[B, 1, 1, N]`` / ``[B, 1, N, N]``: bool, 0/1, or additive (0 at real tokens, at most ``ADDITIVE_MASKED``
+at pads: the dtype's minimum, or -10000 in older code). A float mask is 0/1 if all its values are 0 or 1 and one is
+1 (all zeros is an additive mask without pads), else additive; a ``where`` tells them apart, so that the reading
+compiles and exports. A 4-D mask that hides different keys from different queries (causal, a bias) raises
+``ValueError``: the efficient mechanisms can only hide the same pads from every query (a pad query's row may hide
+every key).
+
+In eager mode a mask without pads becomes None, so that the unpadded paths run (as Transformers' sdpa path drops an
+all-ones mask), and a 4-D mask's values are checked. Neither happens under ``torch.compile``, ``torch.export`` or
+tracing (:func:`capturing_graph`), where a branch on tensor values breaks the graph. Under ``torch.export`` or
+tracing (:func:`exporting_graph`) one graph serves every shape, so that a branch on a shape, or on a size of 1, would
+bake the traced one in.
+
+Masked logits are filled with the dtype's lowest value, not ``-inf``: an all-pad row then softmaxes to uniform
+weights, not NaN. :func:`real_positions` inverts :func:`token_ranks` with a scatter into a spare column, since ONNX
+has no stable sort.
 """
 
 from __future__ import annotations
 
 import torch
 
-# An additive mask entry at or below this hides its key (the dtype's minimum; -10000 in older code).
+# An additive mask entry at or below this hides its key.
 ADDITIVE_MASKED = -1000.0
 PASS_2D = "pass the [B, N] padding mask instead (1 at real tokens, 0 at pads)"
 
 
 def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: int) -> torch.Tensor | None:
-    """The ``[B, N]`` bool padding mask from ``attention_mask``, ``[B, N]`` (nonzero at real tokens) or
-    Transformers' broadcast ``[B, 1, 1, N]`` / ``[B, 1, N, N]`` (bool, 0/1 or additive); None without pads (eager mode
-    only), so that the unpadded paths run. ``ValueError`` for other shapes, and for a 4-D mask that hides different
-    keys from different queries (causal, a bias); its values are checked in eager mode only."""
+    """The ``[B, N]`` bool padding mask from ``attention_mask`` ``[B, N]``, ``[B, 1, 1, N]`` or ``[B, 1, N, N]``
+    (bool, 0/1 or additive); None without pads, in eager mode. ``ValueError`` for other shapes, causal masks, biases."""
     if attention_mask is None:
         return None
     shape = tuple(attention_mask.shape)
@@ -34,8 +50,7 @@ def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: i
 
 
 def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
-    """``[B, N]``: the keys that some query of a ``[B, 1, Q, N]`` mask sees. A float mask is 0/1 if all its
-    values are 0 or 1 and one is 1, else additive (a ``where``, which compiles and exports)."""
+    """``[B, N]``: the keys that some query of a ``[B, 1, Q, N]`` mask sees."""
     rows = attention_mask[:, 0]  # [B, Q, N]
     if rows.dtype == torch.bool:
         seen = rows
@@ -50,32 +65,29 @@ def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def capturing_graph() -> bool:
-    """Whether the code runs under ``torch.compile``, ``torch.export`` or tracing, where a branch on tensor values
-    breaks the graph."""
+    """True under ``torch.compile``, ``torch.export`` or tracing (no branch on tensor values)."""
     return torch.compiler.is_compiling() or exporting_graph()
 
 
 def exporting_graph() -> bool:
-    """Whether the code runs under ``torch.export`` or tracing: one graph for every shape, so that a branch on a
-    shape, or a size of 1, would bake the traced one in."""
+    """True under ``torch.export`` or tracing (one graph for every shape)."""
     return torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 
 def without_padding_as_none(padding_mask: torch.Tensor) -> torch.Tensor | None:
-    """None when every token is real, in eager mode (as Transformers' sdpa path drops an all-ones mask)."""
+    """None if every token is real, in eager mode."""
     if capturing_graph() or not bool(padding_mask.all()):
         return padding_mask
     return None
 
 
 def is_zero_one(values: torch.Tensor) -> torch.Tensor:
-    """0-d bool: all ``values`` are 0 or 1, and one is 1 (all zeros is an additive mask without pads)."""
+    """0-d bool: all ``values`` are 0 or 1, and one is 1."""
     return ((values == 0) | (values == 1)).all() & (values == 1).any()
 
 
 def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask: torch.Tensor) -> None:
-    """Raise unless ``rows [B, Q, N]`` hold mask values and each query sees (``seen``) the keys of
-    ``padding_mask [B, N]``, or none for a pad query."""
+    """Raise unless ``rows [B, Q, N]`` hold mask values and each query sees (``seen``) ``padding_mask [B, N]``."""
     if rows.is_floating_point() and not (is_zero_one(rows) | ((rows == 0) | (rows <= ADDITIVE_MASKED)).all()):
         raise ValueError(
             "A float 4-D attention_mask must be 0/1 (1 at real tokens) or additive (0 at real tokens, at most "
@@ -95,8 +107,7 @@ def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask
 
 
 def masked_fill_min(logits: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    """``logits`` at the dtype's lowest value where ``keep`` (broadcastable) is False: finite, so that an all-pad
-    row softmaxes to uniform weights, not NaN."""
+    """``logits`` at the dtype's minimum where ``keep`` is False (finite: no NaN in an all-pad row)."""
     if keep is None:
         return logits
     return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
@@ -124,8 +135,7 @@ def real_lengths(padding_mask: torch.Tensor | None, batch: int, length: int, dev
 
 
 def token_ranks(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B, N]`` rank of each token among its sequence's real tokens, from 0; a pad gets the next real token's
-    (at most the last)."""
+    """``[B, N]`` rank of each token among its sequence's real tokens, from 0; a pad gets the next real one's."""
     if padding_mask is None:
         return torch.arange(length, device=device).expand(batch, length)
     ranks = padding_mask.long().cumsum(-1) - padding_mask.long()
@@ -138,12 +148,11 @@ def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
 
 
 def real_positions(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B, N]`` position of the t-th real token at index t (0 past the real length): :func:`token_ranks`
-    inverted."""
+    """``[B, N]``: the t-th real token's position at t (0 past them), :func:`token_ranks` inverted."""
     positions = torch.arange(length, device=device).expand(batch, length)
     if padding_mask is None:
         return positions
-    # Pads go to a spare column N, dropped after: a scatter, since ONNX has no stable sort.
+    # Pads to spare column N, then dropped: a scatter, as ONNX has no stable sort.
     target = torch.where(padding_mask, token_ranks(padding_mask, batch, length, device), length)
     spare = torch.zeros(batch, length + 1, dtype=positions.dtype, device=device)
     return spare.scatter(1, target, positions)[:, :length]
@@ -155,8 +164,7 @@ def at_least_float32(x: torch.Tensor) -> torch.Tensor:
 
 
 class RankOrder:
-    """Moves ``[B, h, N, F]`` tensors between token positions and rank order, each sequence's real tokens first;
-    without a padding mask nothing moves."""
+    """Moves ``[B, h, N, F]`` tensors between positions and rank order (real tokens first), if padded."""
 
     def __init__(self, padding_mask: torch.Tensor | None, batch: int, length: int, device):
         self.lengths = real_lengths(padding_mask, batch, length, device)  # [B]
@@ -166,19 +174,12 @@ class RankOrder:
             self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: the rank at position i
 
     def to_ranks(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, h, N, F]`` in rank order; slots past the real tokens hold copies, not zeros."""
+        """``x [B, h, N, F]`` in rank order (copies, not zeros, past the real tokens)."""
         return x if self.padding_mask is None else gather_tokens(x, self.positions)
-
-    def zero_past_end(self, x: torch.Tensor) -> torch.Tensor:
-        """Rank-ordered ``x [B, h, N, F]`` with zeros past each sequence's real tokens."""
-        if self.padding_mask is None:
-            return x
-        real = torch.arange(x.shape[2], device=x.device) < self.lengths[:, None]
-        return x * real[:, None, :, None].to(x.dtype)
 
     def to_positions(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.padding_mask is None else gather_tokens(x, self.ranks)
 
     def ranks_at_positions(self, length: int, device) -> torch.Tensor:
-        """Each position's rank among its sequence's real tokens: ``[B, N]``, or ``[1, N]`` without padding."""
+        """Each position's rank: ``[B, N]``, or ``[1, N]`` without padding."""
         return torch.arange(length, device=device)[None] if self.padding_mask is None else self.ranks

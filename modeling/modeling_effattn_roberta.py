@@ -27,7 +27,6 @@ from .outputs import (
     EffAttnTokenClassifierOutput,
     head_output,
     model_output,
-    sequence_classification_loss,
 )
 from .position_extension import learned_length, tile_position_rows
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
@@ -58,8 +57,7 @@ class EffAttnRobertaEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def position_ids(self, input_ids: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-        """``[B, N]`` positions: RoBERTa's (real tokens from ``padding_idx + 1``, pads at ``padding_idx``) or BERT's
-        ``0 .. N-1``."""
+        """``[B, N]``: RoBERTa's (tokens from ``padding_idx + 1``, pads at ``padding_idx``) or BERT's ``0 .. N-1``."""
         if not self.roberta_positions:
             return torch.arange(length, device=device).expand(batch, length)
         if input_ids is None:
@@ -81,7 +79,7 @@ class EffAttnRobertaEmbeddings(nn.Module):
 
 
 class EffAttnLMHead(nn.Module):
-    """Masked-LM head ``[B, N, C] -> [B, N, vocab]``; the decoder is tied to the word embeddings."""
+    """``[B, N, C] -> [B, N, vocab]``; the decoder is tied to the word embeddings."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__()
@@ -137,7 +135,7 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
 
 
 class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
-    """The bare encoder: embeddings, the layer stack and, with ``add_pooling_layer``, RoBERTa's pooler."""
+    """Bare encoder: embeddings, layers and, with ``add_pooling_layer``, RoBERTa's pooler."""
 
     def __init__(self, config: EffAttnRobertaConfig, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -186,10 +184,8 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
-    """Masked language modelling: logits ``[B, N, vocab]``; labels ``[B, N]``, -100 where ignored.
-
-    ``sparse_prediction=True`` (needs labels) gives logits ``[M, vocab]`` at the M labelled tokens only, sparing the
-    full logits that dominate a long input's cost."""
+    """Masked LM: logits ``[B, N, vocab]``; labels ``[B, N]``, -100 where ignored. ``sparse_prediction=True``
+    (needs labels): logits ``[M, vocab]`` at the M labelled tokens only, sparing a long input's full logits."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
@@ -222,15 +218,12 @@ class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
             labels = labels.to(hidden_states.device)
             hidden_states, labels = hidden_states[labels != -100], labels[labels != -100]  # [M, C], [M]
         logits = self.lm_head(hidden_states)
-        loss = None
-        if labels is not None:
-            labels = labels.to(logits.device)
-            loss = nn.functional.cross_entropy(logits.view(-1, self.config.vocab_size), labels.view(-1))
+        loss = None if labels is None else self.loss_function(logits, labels, vocab_size=self.config.vocab_size)
         return head_output(EffAttnMaskedLMOutput, outputs, loss, logits=logits)
 
 
 class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
-    """Sequence classification or regression from the first token: logits ``[B, num_labels]``; the loss follows
+    """Classification or regression from the first token: logits ``[B, num_labels]``; loss per
     ``config.problem_type``."""
 
     accepts_loss_kwargs = False
@@ -249,7 +242,7 @@ class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
         outputs = self.roberta(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                                output_attentions, output_hidden_states, return_dict=True)
         logits = self.classifier(outputs.last_hidden_state)
-        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        loss = None if labels is None else self.loss_function(labels, logits, self.config)
         return head_output(EffAttnSequenceClassifierOutput, outputs, loss, logits=logits)
 
 
@@ -274,16 +267,12 @@ class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
         outputs = self.roberta(input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds,
                                output_attentions, output_hidden_states, return_dict=True)
         logits = self.classifier(self.dropout(outputs.last_hidden_state))
-        loss = None
-        if labels is not None:
-            labels = labels.to(logits.device)
-            loss = nn.functional.cross_entropy(logits.view(-1, self.num_labels), labels.view(-1))
+        loss = None if labels is None else self.loss_function(logits, labels, self.config)
         return head_output(EffAttnTokenClassifierOutput, outputs, loss, logits=logits)
 
 
 class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
-    """Extractive question answering: ``start_logits``, ``end_logits`` ``[B, N]``; the loss ignores positions
-    outside the input."""
+    """Extractive QA: ``start_logits``, ``end_logits`` ``[B, N]``; the loss ignores positions outside the input."""
 
     accepts_loss_kwargs = False
 
@@ -301,14 +290,7 @@ class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
                                output_attentions, output_hidden_states, return_dict=True)
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
-        loss = None
-        if start_positions is not None and end_positions is not None:
-            ignored = start_logits.shape[1]
-            losses = [
-                nn.functional.cross_entropy(logits, positions.view(-1).clamp(0, ignored), ignore_index=ignored)
-                for logits, positions in ((start_logits, start_positions), (end_logits, end_positions))
-            ]
-            loss = (losses[0] + losses[1]) / 2
+        loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
         return head_output(
             EffAttnQuestionAnsweringOutput, outputs, loss, start_logits=start_logits, end_logits=end_logits
         )

@@ -25,7 +25,6 @@ from .outputs import (
     EffAttnModelOutput,
     head_output,
     model_output,
-    sequence_classification_loss,
 )
 from .position_extension import interpolate_patch_positions
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
@@ -67,8 +66,8 @@ class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
 
 
 class EffAttnViTModel(EffAttnViTPreTrainedModel):
-    """The bare encoder: patch embeddings, the pre-LN layer stack, a final LayerNorm and, with ``add_pooling_layer``,
-    ViT's pooler; ``use_mask_token`` adds SimMIM's mask token."""
+    """Bare encoder: patch embeddings, pre-LN layers, a final LayerNorm and, with ``add_pooling_layer``, ViT's
+    pooler; ``use_mask_token`` adds SimMIM's mask token."""
 
     def __init__(self, config: EffAttnViTConfig, add_pooling_layer: bool = True, use_mask_token: bool = False):
         super().__init__(config)
@@ -82,8 +81,7 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
         return self.embeddings.patch_embeddings
 
     def check_length(self, tokens: int, image_shape) -> None:
-        """Raise where a larger image (``interpolate_pos_encoding``) gives more tokens than the mechanism's maximum
-        length."""
+        """Raise if a larger image (``interpolate_pos_encoding``) exceeds the mechanism's maximum length."""
         attention = self.encoder.layer[0].attention.self if len(self.encoder.layer) else None
         if attention is None or not attention.needs_max_length or tokens <= attention.max_length:
             return
@@ -107,7 +105,7 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
         output_hidden_states: bool | None = None,
     ) -> EffAttnModelOutput:
         r"""``pixel_values [B, channels, H, W]`` -> ``last_hidden_state [B, 1 + patches, C]``, ``pooler_output [B, C]``.
-        ``bool_masked_pos [B, patches]`` replaces those patches by the mask token."""
+        ``bool_masked_pos [B, patches]``: patches replaced by the mask token."""
         pixel_values = pixel_values.to(self.embeddings.patch_embeddings.projection.weight.dtype)
         embeddings = self.embeddings(
             pixel_values, bool_masked_pos=bool_masked_pos, interpolate_pos_encoding=interpolate_pos_encoding
@@ -120,8 +118,8 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
 
 
 class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
-    """Image classification or regression from the final [CLS] state: logits ``[B, num_labels]``; the loss
-    follows ``config.problem_type``."""
+    """Classification or regression from the final [CLS] state: logits ``[B, num_labels]``; loss per
+    ``config.problem_type``."""
 
     accepts_loss_kwargs = False
 
@@ -146,13 +144,13 @@ class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
             output_hidden_states=output_hidden_states, return_dict=True,
         )
         logits = self.classifier(outputs.last_hidden_state[:, 0])
-        loss = None if labels is None else sequence_classification_loss(logits, labels, self.config)
+        loss = None if labels is None else self.loss_function(labels, logits, self.config)
         return head_output(EffAttnImageClassifierOutput, outputs, loss, logits=logits)
 
 
 class EffAttnViTForMaskedImageModeling(EffAttnViTPreTrainedModel):
-    """SimMIM masked image modelling: ``reconstruction [B, channels, H, W]``; with ``bool_masked_pos [B, patches]``,
-    the L1 loss over the masked pixels."""
+    """SimMIM: ``reconstruction [B, channels, H, W]``; with ``bool_masked_pos [B, patches]``, the L1 loss on masked
+    pixels."""
 
     accepts_loss_kwargs = False
 

@@ -25,9 +25,8 @@ SEWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                   se_weights: SEWeights | None) -> torch.Tensor:
-    """SE-K (Sec. 3.5): ``keys [B, h, N, d]`` (softmaxed, zero at pads) times ``sigmoid(W_2 (W_1 p + b_1) + b_2)``
-    (no ReLU) of their mean ``p`` over the real tokens, ``W_2`` with a row per token rank ("token") or per channel
-    ("channel"); ``se_weights``: ``(W_1, b_1, W_2, b_2)``, or None."""
+    """SE-K (Sec. 3.5): ``keys [B, h, N, d]`` (zero at pads) times ``sigmoid(W_2 (W_1 p + b_1) + b_2)`` (no ReLU),
+    ``p`` their mean over real tokens; ``W_2`` has a row per token rank or per channel (``se_mode``)."""
     if se_weights is None:
         return keys
     batch, _, length, _ = keys.shape
@@ -46,8 +45,7 @@ def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode
 
 def kerformer_features(query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                        se_weights: SEWeights | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(varphi(K))``, ``varphi`` a softmax over d (Eq. 8), zero at
-    pads: each ``[B, h, N, d]``."""
+    """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(softmax_d(K))`` (Eq. 8, zero at pads): ``[B, h, N, d]``."""
     keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
     return torch.sigmoid(query), reweight_keys(keys, padding_mask, se_mode, se_weights)
 

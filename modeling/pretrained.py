@@ -7,8 +7,9 @@ Loading (:meth:`EffAttnPreTrainedModel.from_pretrained`) accepts two kinds of ch
   ``attention_type`` or other ``attention_config`` raises, since the mechanism's weights were trained for the
   saved one, unless ``convert_attention=True`` asks for an explicit, logged conversion.
 * a Transformers checkpoint of a source architecture (RoBERTa and BERT; ViT): its config is converted (plus
-  ``attention_type`` and ``attention_config``), its weights renamed where names differ
-  (``checkpoint_key_mappings``), every shared weight reused, the rest initialised.
+  ``attention_type`` and ``attention_config``), its weights renamed where names differ, every shared weight reused,
+  the rest initialised. A family maps each source ``model_type`` to the regexes renaming its weights to ours
+  (``EffAttnPreTrainedModel.checkpoint_key_mappings``) and to the config values it sets (``source_config_overrides``).
 
 Transformers' own arguments mean what they mean there (``transformers_arguments.py``): ``dtype="auto"`` keeps the
 saved dtype (a source's too), ``from_pretrained(None, config=config, state_dict=state_dict)`` builds the model from
@@ -49,9 +50,7 @@ from .remote_code import write_remote_code
 from .transformers_arguments import WEIGHT_KWARGS, MismatchedSizesError, checkpoint_config_dict
 
 class EffAttnPreTrainedModel(PreTrainedModel):
-    """The base of the text and vision families, whose models :func:`register_auto_classes` lists in
-    ``auto_classes``. For conversion, a family maps each source ``model_type`` to the regexes renaming its weights
-    to ours (``checkpoint_key_mappings``) and to config values (``source_config_overrides``)."""
+    """Base of the text and vision models; :func:`register_auto_classes` sets ``auto_classes``."""
 
     supports_gradient_checkpointing = True
     checkpoint_key_mappings: ClassVar[dict[str, dict[str, str]]] = {}
@@ -59,8 +58,7 @@ class EffAttnPreTrainedModel(PreTrainedModel):
     auto_classes: ClassVar[dict[str, type[PreTrainedModel]]] = {}
 
     def _init_weights(self, module):
-        """Transformers' initialisation, then the mechanisms' own parameters and a local part's gate
-        (``mechanism_logit``)."""
+        """Transformers' init, then the mechanisms' parameters and local parts' ``mechanism_logit``."""
         super()._init_weights(module)
         if isinstance(module, EfficientAttention):
             module.reset_parameters(self.config.initializer_range)
@@ -248,8 +246,7 @@ def qualified_name(cls: type) -> str:
 
 
 def register_auto_classes(family: type[EffAttnPreTrainedModel], auto_classes: dict[str, type]) -> None:
-    """Register the family's config and models as remote code for their ``Auto*`` classes (``save_pretrained``
-    then writes ``auto_map``)."""
+    """Register the family's config and models for ``Auto*`` classes, as remote code."""
     family.config_class.register_for_auto_class()
     for auto_class, model_class in auto_classes.items():
         model_class.register_for_auto_class(auto_class)

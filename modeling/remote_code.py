@@ -294,7 +294,7 @@ def render(modules: list[Module], kept: list[Definition], docstring: str, import
     for module in modules:
         own = [d.source.strip("\n") for d in rest if d.module == module.name]
         if own:
-            blocks.append(f"# {'-' * 40} {module.name}.py\n\n" + "\n\n\n".join(own))
+            blocks.append(f"# From {module.name}.py\n\n" + "\n\n\n".join(own))
     head, tail = blocks[:2], [block for block in blocks[2:] if block.strip()]
     return "\n\n".join(head) + "\n\n" + "\n\n\n".join(tail) + "\n"
 

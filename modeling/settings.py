@@ -29,8 +29,8 @@ NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class Spec:
-    """What a setting's value must be. Bounds are inclusive (``minimum``, ``maximum``) or exclusive (``above``,
-    ``below``); ``none_means`` allows ``None`` and says what it stands for."""
+    """A value's kind, bounds (``minimum``/``maximum`` inclusive, ``above``/``below`` exclusive) and ``choices``;
+    ``none_means``: what an allowed ``None`` stands for."""
 
     kind: type
     minimum: float | None = None
@@ -41,7 +41,7 @@ class Spec:
     none_means: str | None = None
 
     def describe(self) -> str:
-        """What is expected, in words: ``"an integer >= 1, or None for the head width"``."""
+        """In words, e.g. ``"an integer >= 1, or None for the head width"``."""
         kind = {
             bool: "a bool, True or False (true or false in JSON; not a string or a number)",
             int: "an integer",
@@ -63,15 +63,14 @@ class Spec:
         return " ".join([kind, " and ".join(bounds)]).strip() + none
 
     def of_kind(self, value: Any) -> bool:
-        """Whether ``value`` has this spec's kind: bools are never numbers, integers pass as floats (JSON writes
-        ``0.0`` as ``0``)."""
+        """Whether ``value`` has the kind; ints pass as floats (JSON writes ``0.0`` as ``0``), bools only as bools."""
         if isinstance(value, bool) or self.kind is bool:
             return isinstance(value, bool) and self.kind is bool
         numeric = {int: numbers.Integral, float: numbers.Real}
         return isinstance(value, numeric.get(self.kind, self.kind))
 
     def in_range(self, value: Any) -> bool:
-        """Whether a value of the right kind is finite, within the bounds and among the choices."""
+        """Whether a value of the kind is finite, in bounds and in ``choices``."""
         if self.kind is float and not math.isfinite(value):
             return False
         return not (
@@ -85,8 +84,7 @@ class Spec:
 
 def checked(name: str, value: Any, spec: Spec, where: str = "attention setting", default: Any = NO_DEFAULT,
             fix: str = "") -> Any:
-    """``value`` of setting ``name``, converted to ``int`` / ``float`` as the spec says; a wrong kind raises
-    ``TypeError``, a value out of range ``ValueError``, whose message adds ``default`` and ``fix``."""
+    """``value`` converted to the spec's kind, else a ``TypeError`` (wrong kind) or ``ValueError`` (out of range)."""
     if value is None and spec.none_means is not None:
         return None
     fits_kind = spec.of_kind(value)
@@ -99,20 +97,13 @@ def checked(name: str, value: Any, spec: Spec, where: str = "attention setting",
 
 
 def setting(default: Any, kind: type, **limits: Any) -> dataclasses.Field:
-    """A dataclass field with ``default`` whose value must fit ``Spec(kind, **limits)``.
-
-    Example::
-
-        eps: float = setting(1e-6, float, above=0)
-        rank: int | None = setting(None, int, minimum=1, none_means="the head width")
-    """
+    """A dataclass field whose value must fit ``Spec(kind, **limits)``, e.g. ``setting(1e-6, float, above=0)``."""
     return dataclasses.field(default=default, metadata={"spec": Spec(kind, **limits)})
 
 
 @dataclass(frozen=True)
 class DeclaredSettings:
-    """A frozen dataclass whose fields, all declared with :func:`setting`, are checked and converted when it is
-    built."""
+    """A frozen dataclass of :func:`setting` fields, checked and converted when built."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -129,6 +120,6 @@ class DeclaredSettings:
 
 
 def require(condition: bool, setting: str, value: Any, allowed: str) -> None:
-    """Raise a ``ValueError`` naming ``setting``, its ``value`` and the ``allowed`` range."""
+    """Unless ``condition``, raise a ``ValueError`` naming ``setting``, ``value`` and ``allowed``."""
     if not condition:
         raise ValueError(f"Invalid attention setting {setting}={value!r}: it must be {allowed}.")

@@ -81,7 +81,7 @@ def window_beside_kernel(window, query, key, value, query_features, key_features
     order = RankOrder(padding_mask, batch, length, query.device)
     blocks = window.blocks(order, length, query.device)
     query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
-    key_features = order.zero_past_end(order.to_ranks(key_features))
+    key_features = real_keys_in_ranks(order, key_features)
     keep = mechanism.key_dropout(key_features)
     exact = exact_weights(blocks.products(query * query.shape[-1] ** -0.5, key), blocks.allowed)
     block_weight = weight[..., None]  # [h, 1, 1, 1]
@@ -99,6 +99,15 @@ def window_beside_kernel(window, query, key, value, query_features, key_features
     context = window.with_global_rows(context.to(value.dtype), query, key, value, order.lengths, blocks.padded,
                                       mechanism.dropout)
     return order.to_positions(context)
+
+
+def real_keys_in_ranks(order: RankOrder, x: torch.Tensor) -> torch.Tensor:
+    """``x [B, h, N, F]`` in rank order, zero past each sequence's real tokens (where ``to_ranks`` leaves copies)."""
+    x = order.to_ranks(x)
+    if order.padding_mask is None:
+        return x
+    real = torch.arange(x.shape[2], device=x.device) < order.lengths[:, None]
+    return x * real[:, None, :, None].to(x.dtype)
 
 
 def exact_weights(scores: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
@@ -162,7 +171,7 @@ def blocks_beside_kernel(blocks_part, query, key, value, query_features, key_fea
     batch, _, length, _ = query.shape
     order = RankOrder(padding_mask, batch, length, query.device)
     query, key, value, query_features = (order.to_ranks(x) for x in (query, key, value, query_features))
-    key_features = order.zero_past_end(order.to_ranks(key_features))
+    key_features = real_keys_in_ranks(order, key_features)
     keep, dropout = mechanism.key_dropout(key_features), mechanism.dropout
     dropped = key_features if keep is None else key_features * keep
     blocks = blocks_part.blocks(order, length, query.device)

@@ -80,7 +80,7 @@ def test_what_the_roots_reach_is_kept_in_the_modules_order(tmp_path):
     assert "def unused" not in source and "class Unused" not in source  # not reached; an annotation pulls nothing
     assert "from typing import Any" in source and "import math" in source  # imports the kept code names
     assert "from_pretrained" not in source and "never_called" not in source  # package-only: left out
-    assert "# ---------------------------------------- helpers.py" in source
+    assert "# From helpers.py" in source
 
 
 def test_a_package_only_method_can_keep_a_one_line_body(tmp_path, monkeypatch):

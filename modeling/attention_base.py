@@ -53,7 +53,7 @@ from .fast_paths import run_fast, takes_fast_path
 
 @dataclass
 class AttentionOutput:
-    """``context [B, N, C]``, ``state`` for the next layer, scalar ``aux_loss`` and ``attentions [B, h, N, N]``."""
+    """``context [B, N, C]``, ``state``, ``aux_loss`` and ``attentions [B, h, N, N]``."""
 
     context: torch.Tensor
     state: Any = None
@@ -62,7 +62,7 @@ class AttentionOutput:
 
 
 class EfficientAttention(nn.Module):
-    """Base of the mechanisms, which implement :meth:`attend` (contract: ``attention_base.py``'s docstring)."""
+    """Base of the mechanisms, which implement :meth:`attend` (contract: the module docstring)."""
 
     name: ClassVar[str]
     settings_class: ClassVar[type[AttentionSettings]] = AttentionSettings
@@ -77,20 +77,11 @@ class EfficientAttention(nn.Module):
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
     has_own_kernels: ClassVar[bool] = False
-    # ", or ..." ending the length error: another way past the limit.
+    # ", or ..." ending the length error
     length_limit_fix: ClassVar[str] = ""
 
-    def __init__(
-        self,
-        hidden_size: int,
-        num_heads: int,
-        settings: AttentionSettings,
-        *,
-        max_length: int | None = None,
-        layer_idx: int = 0,
-        attention_dropout: float = 0.0,
-        qkv_bias: bool = True,
-    ):
+    def __init__(self, hidden_size: int, num_heads: int, settings: AttentionSettings, *, max_length: int | None = None,
+                 layer_idx: int = 0, attention_dropout: float = 0.0, qkv_bias: bool = True):
         super().__init__()
         self.settings = settings
         check_heads(hidden_size, num_heads)
@@ -109,17 +100,17 @@ class EfficientAttention(nn.Module):
         self.value = nn.Linear(hidden_size, hidden_size, bias=qkv_bias)
 
     def project(self, hidden_states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Queries, keys, values ``[B, h, N, d]`` of ``hidden_states [B, N, C]``."""
+        """``Q, K, V [B, h, N, d]`` of ``hidden_states [B, N, C]``."""
         return tuple(self.split_heads(proj(hidden_states)) for proj in (self.query, self.key, self.value))
 
     def forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """:meth:`fast_forward` where it runs, else :meth:`exact_forward`."""
+        """:meth:`fast_forward`, else :meth:`exact_forward`."""
         self.check_length(hidden_states.shape[1])
         fast = None if output_attentions else self.fast_forward(hidden_states, padding_mask, state)
         return fast if fast is not None else self.exact_forward(hidden_states, padding_mask, state, output_attentions)
 
     def fast_forward(self, hidden_states, padding_mask=None, state=None) -> AttentionOutput | None:
-        """:meth:`exact_forward` compiled where ``fast_paths.py`` allows (CUDA), else None."""
+        """Compiled :meth:`exact_forward` (``fast_paths.py``), or None."""
         name = f"the {self.name!r} attention"
         if self.has_own_kernels or not takes_fast_path(name, hidden_states):
             return None
@@ -138,11 +129,11 @@ class EfficientAttention(nn.Module):
 
     def attend(self, hidden_states, padding_mask=None, state=None, output_attentions=False,
                projections=None) -> AttentionOutput:
-        """The paper's attention alone, as :meth:`forward`; ``projections``: :meth:`project`'s output, if known."""
+        """The paper's attention; ``projections``: :meth:`project`'s output, if known."""
         raise NotImplementedError
 
     def split_heads(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, N, h * d] -> [B, h, N, d]``, any ``d`` (explicit sizes keep an empty batch)."""
+        """``[B, N, h * d] -> [B, h, N, d]``, any ``d``."""
         batch, length, width = x.shape
         return x.view(batch, length, self.num_heads, width // self.num_heads).transpose(1, 2)
 
@@ -153,11 +144,11 @@ class EfficientAttention(nn.Module):
         return x.transpose(1, 2).reshape(batch, length, heads * dim)
 
     def check_length(self, length: int) -> None:
-        """Raise on an input past a fixed maximum length."""
+        """Raise past a fixed ``max_length``."""
         if self.needs_max_length and length > self.max_length:
             raise ValueError(
                 f"Sequence length {length} exceeds the maximum length {self.max_length} that the "
-                f"{self.name!r} attention was built for: shorten the input or build the attention with a larger "
+                f"{self.name!r} attention was built for: shorten the input or build with a larger "
                 f"max_length{self.length_limit_fix}."
             )
 
@@ -183,7 +174,7 @@ class EfficientAttention(nn.Module):
         )
 
     def reset_parameters(self, std: float = 0.02) -> None:
-        """Initialise the mechanism's own raw parameters, not its ``nn.Linear`` layers."""
+        """Initialise the mechanism's own parameters."""
 
     def extra_repr(self) -> str:
         return ", ".join(f"{k}={v}" for k, v in self.settings.to_dict().items())

@@ -53,8 +53,7 @@ SE_MODES = ("token", "channel", "none")
 @register_settings("kerformer")
 @dataclass(frozen=True)
 class KerformerSettings(KernelSettings):
-    """SE-K's weights per token rank (``se_mode="token"``, the paper's), per key channel (``"channel"``, any
-    length) or ``"none"``; ``se_reduction``: r of its first layer, ``d -> d / r``; ``eps``: Eq. 9's."""
+    """SE-K's ``se_mode`` and ``se_reduction`` (Sec. 3.5), Eq. 9's ``eps``."""
 
     se_mode: str = setting("token", str, choices=SE_MODES)
     se_reduction: int = setting(4, int, minimum=1)
@@ -65,7 +64,7 @@ class KerformerSettings(KernelSettings):
         require(self.se_reduction <= head_dim, "se_reduction", self.se_reduction,
                 f"an integer in [1, head width = {head_dim}]")
         require(self.se_mode != "token" or bool(max_length), "se_mode", self.se_mode,
-                "'channel' or 'none' when the model has no maximum length ('token' needs one weight per position)")
+                "'channel' or 'none' without a maximum length ('token' sizes weights by it)")
 
 
 @register_attention("kerformer")
@@ -87,7 +86,7 @@ class KerformerAttention(KernelAttention):
   doi = {10.3389/fnbot.2023.1214203}
 }"""
     complexity = "O(N d^2) time, O(N d) memory"
-    needs_max_length = True  # se_mode="token", the default; set per instance
+    needs_max_length = True
     length_limit_fix = ', or use se_mode="channel", which has no length limit'
 
     def __init__(self, hidden_size, num_heads, settings, **kwargs):
@@ -112,11 +111,11 @@ class KerformerAttention(KernelAttention):
         self.se_expand.out_features = max_length
 
     def se_weights(self):
-        """SE-K's ``(W_1, b_1, W_2, b_2)``, or None without SE-K."""
+        """SE-K's ``(W_1, b_1, W_2, b_2)``, or None."""
         if self.settings.se_mode == "none":
             return None
         return self.se_reduce.weight, self.se_reduce.bias, self.se_expand.weight, self.se_expand.bias
 
     def kernel_features(self, query, key, padding_mask):
-        """``phi(Q)`` and SE-K's ``varphi(K)`` ``[B, h, N, d]``, zero at pads."""
+        """``phi(Q)``, SE-K's ``varphi(K)`` ``[B, h, N, d]`` (Eqs. 7-8)."""
         return kerformer_features(query, key, padding_mask, self.settings.se_mode, self.se_weights())

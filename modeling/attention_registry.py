@@ -73,8 +73,7 @@ def register_local_part(kind: str):
 
 
 def register_composition(join: str, kind: str | None = None):
-    """Class decorator registering how a mechanism joins a part of ``kind`` (None: any): ``join`` ``"mixed"`` per
-    head, or ``"shared"`` under the part's normaliser."""
+    """Class decorator registering how a mechanism joins a part of ``kind`` (None: any), ``"mixed"`` or ``"shared"``."""
 
     def decorate(cls: type) -> type:
         registered(_COMPOSITIONS, (join, kind), cls, "composition")
@@ -85,7 +84,7 @@ def register_composition(join: str, kind: str | None = None):
 
 
 def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
-    """``mechanism`` composed with the local part ``local`` declares."""
+    """``mechanism`` composed with the local part ``local``."""
     return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
 
 
@@ -96,8 +95,7 @@ def without_hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSe
 
 
 def composition_for(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type:
-    """The composition joining ``mechanism`` to ``local``: the one registered for the part's kind, else for any; a
-    ``ValueError`` where the part or the composition is not registered (a Hub folder's code holds its model's only)."""
+    """The composition joining ``mechanism`` to ``local``: registered for the part's kind, else for any kind."""
     join = "shared" if local.shares_normaliser(mechanism.settings_class.local_part_role) else "mixed"
     composition = _COMPOSITIONS.get((join, local.kind)) or _COMPOSITIONS.get((join, None))
     if composition is None or local.kind not in _LOCAL_PARTS:
@@ -115,7 +113,7 @@ def composed_class(composition: type, part: type, mechanism: type[EfficientAtten
 
 
 def empty_hybrid(composition: type, part: type, mechanism: type[EfficientAttention]) -> EfficientAttention:
-    """An uninitialised instance of :func:`composed_class`'s class, from which a hybrid is unpickled."""
+    """An empty instance of :func:`composed_class`'s class, to unpickle a hybrid into."""
     cls = composed_class(composition, part, mechanism)
     return cls.__new__(cls)
 
@@ -125,6 +123,11 @@ def registered(registry: dict, name: str, cls: type, kind: str) -> None:
     if name in registry and registry[name] is not cls:
         raise ValueError(f"The name {name!r} is already registered, for the {kind} {registry[name].__name__}: "
                          "choose another name.")
+    registry[name] = cls
+
+
+def registered_once(registry: dict, name: str, cls: type, kind: str) -> None:
+    """:func:`registered` in a Hub folder's code, which registers its own classes once: ``registry[name] = cls``."""
     registry[name] = cls
 
 
@@ -155,12 +158,12 @@ def registry_entry(registry: dict, name: str):
 
 
 def get_attention_class(name: str) -> type[EfficientAttention]:
-    """The mechanism class registered as ``name``; an unknown name lists the known ones."""
+    """The mechanism class registered as ``name``."""
     return registry_entry(_REGISTRY, name)
 
 
 def get_settings_class(name: str) -> type[AttentionSettings]:
-    """The settings class registered as ``name``; an unknown name lists the known ones."""
+    """The settings class registered as ``name``."""
     return registry_entry(_SETTINGS, name)
 
 
@@ -186,17 +189,12 @@ def build_settings(name: str, settings: dict[str, Any] | AttentionSettings | Non
     return settings_class(**settings)
 
 
-def build_attention(
-    name: str,
-    hidden_size: int,
-    num_heads: int,
-    settings: dict[str, Any] | AttentionSettings | None = None,
-    local: dict[str, Any] | LocalPartSettings | None = None,
-    **kwargs: Any,
-) -> EfficientAttention:
-    """Mechanism ``name`` with its ``settings``, composed with the local part ``local`` where layer ``layer_idx`` has
-    it; ``kwargs``: ``max_length``, ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
-    if local is None or isinstance(local, Mapping):  # given here, checked here (a config's, by the config)
+def build_attention(name: str, hidden_size: int, num_heads: int,
+                    settings: dict[str, Any] | AttentionSettings | None = None,
+                    local: dict[str, Any] | LocalPartSettings | None = None, **kwargs: Any) -> EfficientAttention:
+    """Mechanism ``name``, with the local part ``local`` where layer ``layer_idx`` has it; ``kwargs``: ``max_length``,
+    ``layer_idx``, ``attention_dropout``, ``qkv_bias``."""
+    if local is None or isinstance(local, Mapping):  # a config's part is checked already
         values = current_spelling({"attention_config": settings, **(local or {})})
         settings, local = resolved_attention(name, values.pop("attention_config"), values, kwargs.get("max_length"))
     else:

@@ -39,13 +39,13 @@ from .settings import DeclaredSettings, Spec, checked, require, setting  # noqa:
 
 @dataclass(frozen=True)
 class AttentionSettings(DeclaredSettings):
-    """Base of every mechanism's settings; the model's shape is checked in :meth:`check`. ``local_part_role``: how
-    a local part joins, ``"mixed"`` (gated per head), ``"kernel"``, ``"alone"`` or None."""
+    """Base of a mechanism's settings; ``local_part_role``: how a local part joins it, ``"mixed"`` (gated per head),
+    ``"kernel"`` (gated, or under one normaliser), ``"alone"`` (the part is the attention) or None (none)."""
 
     local_part_role: ClassVar[str | None] = "mixed"
 
     def check(self, hidden_size: int, num_heads: int, max_length: int | None) -> None:
-        """Raise ``ValueError`` for values that do not fit the model's shape."""
+        """Raise ``ValueError`` where a value does not fit the model's shape."""
 
 
 HEADS_SPECS = {"hidden_size": Spec(int, minimum=1), "num_attention_heads": Spec(int, minimum=1)}
@@ -60,5 +60,5 @@ def check_heads(hidden_size: int, num_heads: int) -> None:
         closest = sorted(sorted(divisors, key=lambda h: abs(h - num_heads))[:3])
         raise ValueError(
             f"hidden_size={hidden_size} is not divisible by num_attention_heads={num_heads}: "
-            f"choose a head count that divides the width (the closest: one of {closest})."
+            f"choose a head count that divides it (the closest: one of {closest})."
         )

@@ -1,16 +1,8 @@
-"""Configurations of the efficient-attention encoders: RoBERTa's and ViT's, plus the attention.
+"""Configurations of the efficient-attention encoders, RoBERTa's and ViT's.
 
-Both add, saved in ``config.json``: ``attention_type``, a registered mechanism (default ``"sdpa"``, exact softmax);
-``attention_config``, its settings, stored complete so that a saved model never depends on later changes of
-defaults; and the exact local part beside it, the model's own (``local_window`` or ``local_block``,
-``global_tokens``, ``local_window_every``, ``initial_mechanism_weight``, ``shared_normaliser``; one object:
-``config.local_part``; moved out of ``attention_config``, where folders saved before 0.3 keep them). All are checked
-when the config is built, each error naming the value and what is allowed. Any of them passed to ``from_pretrained``
-(``from_pretrained(folder, local_window=8)``) overrides the saved value (:meth:`EffAttnConfigMixin.from_dict`).
-
-``attention_max_length`` is the longest input the embeddings can position: RoBERTa's ``max_position_embeddings -
-pad_token_id - 1``, BERT-style positions' (``roberta_positions=False``) ``max_position_embeddings``, ViT's patches
-plus the [CLS] token.
+Both add ``attention_type`` (a registered mechanism; default ``"sdpa"``), ``attention_config`` (its settings, stored
+complete) and the exact local part (``local_window`` or ``local_block``, ``global_tokens``, ...: ``config.local_part``),
+all checked when the config is built.
 """
 
 from __future__ import annotations
@@ -29,7 +21,6 @@ from .local_settings import (
 )
 from .settings import Spec, checked
 
-# Both families' config values (the heads: check_heads).
 CONFIG_SPECS = {
     "num_hidden_layers": Spec(int, minimum=0),
     "intermediate_size": Spec(int, minimum=1),
@@ -51,9 +42,8 @@ def saved_attention(config_dict: dict) -> tuple[str, dict | None, dict]:
 
 @dataclass(repr=False, eq=False)
 class EffAttnConfigMixin:
-    """Checks and normalisation of both configs; ``family_specs`` extends ``CONFIG_SPECS``."""
+    """Checks of both configs; ``family_specs`` extends ``CONFIG_SPECS``."""
 
-    # The exact local part.
     local_window: int | None = None
     local_block: int | None = None
     global_tokens: int = 0
@@ -114,8 +104,7 @@ class EffAttnConfigMixin:
 
     @classmethod
     def from_dict(cls, config_dict: dict, **kwargs):
-        """As Transformers' ``from_dict``, but non-None attention and local part ``kwargs`` override the saved values
-        (``attention_config`` by key; another ``attention_type`` drops the saved ones)."""
+        """As Transformers', but non-None attention and local part ``kwargs`` override saved values, dicts by key."""
         config_dict = current_spelling(config_dict)
         given = current_spelling({"attention_config": kwargs.pop("attention_config", None),
                                   **{name: kwargs.pop(name, None) for name in LOCAL_PART_SETTINGS}})
@@ -129,10 +118,10 @@ class EffAttnConfigMixin:
         return super().from_dict(config_dict, **kwargs)
 
     def check_family(self) -> None:
-        """Raise where the family's own values do not fit together."""
+        """Raise where the family's values clash."""
 
     def setup_attention(self) -> None:
-        """Check config values, settings and local part; store them complete."""
+        """Check and complete the values, settings and local part."""
         check_heads(self.hidden_size, self.num_attention_heads)
         for name, spec in {**CONFIG_SPECS, **self.family_specs}.items():
             checked(name, getattr(self, name), spec, where="config value")
@@ -149,12 +138,12 @@ class EffAttnConfigMixin:
 
 
 class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
-    r"""A :class:`~transformers.RobertaConfig` with ``attention_type`` self-attention.
+    """A :class:`~transformers.RobertaConfig` with ``attention_type`` self-attention.
 
     Args:
         attention_type (`str`, defaults to `"sdpa"`): a registered mechanism.
-        attention_config (`dict`, *optional*): its settings (paper defaults where missing).
-        roberta_positions (`bool`, defaults to `True`): count from ``pad_token_id + 1``; `False`: BERT's ``0 .. N-1``.
+        attention_config (`dict`, *optional*): its settings, paper defaults where missing.
+        roberta_positions (`bool`, defaults to `True`): RoBERTa's positions, else BERT's ``0 .. N-1``.
     """
 
     model_type = "effattn_roberta"
@@ -174,16 +163,16 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
     smaller_inputs_fix = "to use fewer tokens, truncate: tokenizer(..., truncation=True, max_length={size})"
 
     def check_family(self) -> None:
-        """RoBERTa positions need room for a position after ``pad_token_id``."""
+        """RoBERTa positions need a row after ``pad_token_id``."""
         if not self.roberta_positions:
             return
         checked("pad_token_id", self.pad_token_id, Spec(int, minimum=0), where="config value",
-                fix=", since RoBERTa positions count from it (or set roberta_positions=False for BERT's 0 .. N-1)")
+                fix=", since RoBERTa positions count from it (or set roberta_positions=False)")
         if self.attention_max_length < 1:
             raise ValueError(
-                f"max_position_embeddings={self.max_position_embeddings} leaves no position for a token: RoBERTa "
-                f"numbers tokens from pad_token_id + 1 = {self.pad_token_id + 1}, so it must be at least "
-                f"{self.pad_token_id + 2} (or set roberta_positions=False for BERT's 0 .. N-1)."
+                f"max_position_embeddings={self.max_position_embeddings} leaves no position for a token: RoBERTa's "
+                f"start at pad_token_id + 1 = {self.pad_token_id + 1}, so it must be at least "
+                f"{self.pad_token_id + 2} (or set roberta_positions=False)."
             )
 
     @property
@@ -203,11 +192,11 @@ class EffAttnRobertaConfig(EffAttnConfigMixin, RobertaConfig):
 
 
 class EffAttnViTConfig(EffAttnConfigMixin, ViTConfig):
-    r"""A :class:`~transformers.ViTConfig` with ``attention_type`` self-attention.
+    """A :class:`~transformers.ViTConfig` with ``attention_type`` self-attention.
 
     Args:
         attention_type (`str`, defaults to `"sdpa"`): a registered mechanism.
-        attention_config (`dict`, *optional*): its settings (paper defaults where missing).
+        attention_config (`dict`, *optional*): its settings, paper defaults where missing.
     """
 
     model_type = "effattn_vit"

@@ -46,7 +46,7 @@ from .outputs import EffAttnEncoderOutput
 
 
 class LayerOutput(NamedTuple):
-    """A layer's ``hidden_states [B, N, C]``, ``state``, ``aux_loss`` and ``attentions [B, h, N, N]``."""
+    """As :class:`AttentionOutput`, ``hidden_states [B, N, C]`` for ``context``."""
 
     hidden_states: torch.Tensor
     state: Any = None
@@ -55,7 +55,7 @@ class LayerOutput(NamedTuple):
 
 
 class EffAttnResidual(nn.Module):
-    """``LayerNorm(residual + dropout(dense(x)))``, the LayerNorm only post-LN."""
+    """``LayerNorm(residual + dropout(dense(x)))``, no LayerNorm pre-LN."""
 
     def __init__(self, in_features: int, config, post_norm: bool):
         super().__init__()
@@ -68,20 +68,14 @@ class EffAttnResidual(nn.Module):
 
 
 class EffAttnAttention(nn.Module):
-    """``self``: the mechanism (and any local part); ``output``: projection and residual."""
+    """``self``: the mechanism (and local part); ``output``: projection, residual."""
 
     def __init__(self, config, layer_idx: int, post_norm: bool):
         super().__init__()
         self.self = build_attention(
-            config.attention_type,
-            config.hidden_size,
-            config.num_attention_heads,
-            config.attention_config,
-            local=config.local_part,
-            max_length=config.attention_max_length,
-            layer_idx=layer_idx,
-            attention_dropout=config.attention_probs_dropout_prob,
-            qkv_bias=getattr(config, "qkv_bias", True),
+            config.attention_type, config.hidden_size, config.num_attention_heads, config.attention_config,
+            local=config.local_part, max_length=config.attention_max_length, layer_idx=layer_idx,
+            attention_dropout=config.attention_probs_dropout_prob, qkv_bias=getattr(config, "qkv_bias", True),
         )
         self.output = EffAttnResidual(config.hidden_size, config, post_norm)
 
@@ -99,7 +93,7 @@ class EffAttnIntermediate(nn.Module):
 
 
 class EffAttnLayer(GradientCheckpointingLayer):
-    """A layer's modules, arranged post- or pre-LN by subclasses."""
+    """A layer's modules; subclasses arrange them post- or pre-LN."""
 
     post_norm: bool
 
@@ -140,21 +134,17 @@ class EffAttnViTLayer(EffAttnLayer):
 
 
 class EffAttnEncoder(nn.Module):
-    """``config.num_hidden_layers`` layers of ``layer_class``, each passing ``state`` to the next."""
+    """``config.num_hidden_layers`` layers, each handing ``state`` to the next."""
 
     def __init__(self, config, layer_class: type[EffAttnLayer]):
         super().__init__()
         self.config = config
         self.layer = nn.ModuleList(layer_class(config, layer_idx=i) for i in range(config.num_hidden_layers))
 
-    def forward(
-        self,
-        hidden_states: torch.Tensor,
-        padding_mask: torch.Tensor | None = None,
-        output_attentions: bool | None = None,
-        output_hidden_states: bool | None = None,
-    ) -> EffAttnEncoderOutput:
-        """``hidden_states [B, N, C]`` through the layers; None flags follow the config."""
+    def forward(self, hidden_states: torch.Tensor, padding_mask: torch.Tensor | None = None,
+                output_attentions: bool | None = None,
+                output_hidden_states: bool | None = None) -> EffAttnEncoderOutput:
+        """``hidden_states [B, N, C]`` through the layers."""
         if output_attentions is None:
             output_attentions = self.config.output_attentions
         if output_hidden_states is None:
@@ -164,7 +154,7 @@ class EffAttnEncoder(nn.Module):
         aux_losses = []
         state = None
         for layer in self.layer:
-            # Tensors positional: checkpointing re-runs the layer with those only.
+            # tensors positional: checkpointing re-runs a layer with those only
             hidden_states, state, aux_loss, attentions = layer(
                 hidden_states, padding_mask, state, output_attentions=output_attentions
             )
@@ -174,9 +164,5 @@ class EffAttnEncoder(nn.Module):
                 all_hidden_states += (hidden_states,)
             if output_attentions:
                 all_attentions += (attentions,)
-        return EffAttnEncoderOutput(
-            last_hidden_state=hidden_states,
-            hidden_states=all_hidden_states,
-            attentions=all_attentions,
-            aux_loss=torch.stack(aux_losses).mean() if aux_losses else None,
-        )
+        aux_loss = torch.stack(aux_losses).mean() if aux_losses else None
+        return EffAttnEncoderOutput(hidden_states, all_hidden_states, all_attentions, aux_loss)

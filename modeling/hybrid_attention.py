@@ -19,7 +19,8 @@ register by kind (``register_local_part``): the sliding window (``local_window.p
 
 With the ``local`` attention (``local_attention.py``) the part is the whole attention, with no gate.
 
-Training code may run one part alone (``parts``: window dropout, ablations; ``hf_effattn.models.hybrid_parts``).
+Training code may run the mechanism alone (``parts``: window dropout; ``hf_effattn.models.hybrid_parts``), and
+closes the gate to read the part alone.
 """
 
 from __future__ import annotations
@@ -39,9 +40,14 @@ from .local_settings import LocalPartSettings
 from .masking import RankOrder, at_least_float32, masked_softmax
 
 
+def scaled_softmax(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+    """``softmax(Q K^T / sqrt(d))`` ``[B, h, Q, K]`` over the ``allowed`` keys, in at least float32."""
+    scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
+    return masked_softmax(at_least_float32(scores), allowed, dim=-1)
+
+
 class LocalOutput(NamedTuple):
-    """A local part's ``context [B, h, N, d]``, ``global_rows [B or 1, N]`` (True at global tokens) and, if asked,
-    its ``[B, h, N, N]`` probabilities."""
+    """``context [B, h, N, d]``, ``global_rows [B or 1, N]`` (True at global tokens), ``attentions [B, h, N, N]``."""
 
     context: torch.Tensor
     global_rows: torch.Tensor
@@ -49,8 +55,7 @@ class LocalOutput(NamedTuple):
 
 
 class LocalPart(nn.Module):
-    """Base of the exact local parts (window, blocks): the global tokens' exact rows and, beside a mechanism, the
-    per-head gate ``sigma(mechanism_logit)`` starting at ``mechanism_weight`` (None: no gate)."""
+    """Base of the exact local parts: global tokens and the per-head gate ``sigma(mechanism_logit)`` (if any)."""
 
     kind: ClassVar[str]
 
@@ -68,7 +73,7 @@ class LocalPart(nn.Module):
             init.constant_(self.mechanism_logit, math.log(weight / (1 - weight)))
 
     def mechanism_weight(self) -> torch.Tensor:
-        """The gate ``sigma(mechanism_logit)`` ``[h]``: each head's weight on the mechanism."""
+        """``[h]``: each head's weight ``sigma(mechanism_logit)`` on the mechanism."""
         return torch.sigmoid(self.mechanism_logit)
 
     def global_rows(self, order: RankOrder, length: int, device) -> torch.Tensor:
@@ -76,14 +81,12 @@ class LocalPart(nn.Module):
         return order.ranks_at_positions(length, device) < self.global_tokens
 
     def with_global_rows(self, context, query, key, value, lengths: torch.Tensor, padded: int, dropout: nn.Module):
-        """Rank-ordered ``context [B, h, N, d]`` with the global rows exact over the ``lengths [B]`` real keys;
-        inputs padded to ``padded``, so that shapes match alone and in a batch."""
+        """Rank-ordered ``context [B, h, N, d]``, global rows exact over the ``lengths [B]`` real keys (padded)."""
         if not self.global_tokens:
             return context
         queries, keys, values = (F.pad(x, (0, 0, 0, padded - x.shape[2])) for x in (query, key, value))
         real = torch.arange(padded, device=key.device) < lengths[:, None]  # [B, padded]
-        scores = queries[:, :, :self.global_tokens] @ keys.transpose(-1, -2) * query.shape[-1] ** -0.5
-        probabilities = masked_softmax(at_least_float32(scores), real[:, None, None, :], dim=-1)
+        probabilities = scaled_softmax(queries[:, :, :self.global_tokens], keys, real[:, None, None, :])
         rows = (dropout(probabilities).to(value.dtype) @ values)[:, :, :query.shape[2]]  # [B, h, g or fewer, d]
         return torch.cat([rows, context[:, :, rows.shape[2]:]], dim=2)
 
@@ -98,7 +101,7 @@ class LocalPart(nn.Module):
 
     def attend(self, query, key, value, padding_mask, dropout: nn.Module,
                output_attentions: bool = False) -> LocalOutput:
-        """The part alone on ``[B, h, N, d]`` projections, computed in rank order by :meth:`softmax`."""
+        """The part alone on ``[B, h, N, d]`` projections, in rank order."""
         batch, _, length, _ = query.shape
         order = RankOrder(padding_mask, batch, length, query.device)
         attentions = self.dense_probabilities(query, key, order) if output_attentions else None
@@ -115,29 +118,26 @@ class LocalPart(nn.Module):
 
     def dense_probabilities(self, query, key, order: RankOrder) -> torch.Tensor:
         """The part's ``[B, h, N, N]`` probabilities, in token positions."""
-        scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
-        allowed = self.dense_allowed(order, query.shape[2], query.device)
-        return masked_softmax(at_least_float32(scores), allowed, dim=-1).to(query.dtype)
+        return scaled_softmax(query, key, self.dense_allowed(order, query.shape[2], query.device)).to(query.dtype)
 
 
 @register_composition("mixed")
 class HybridAttention(EfficientAttention):
-    """A mechanism beside the local part ``self.window``, mixed per head by its gate ``sigma``:
-    ``(1 - sigma) local(x) + sigma mechanism(x)``; the global rows are the part's alone."""
+    """``(1 - sigma) local(x) + sigma mechanism(x)`` per head, ``sigma`` the gate of the part ``self.window``; the
+    global rows are the part's."""
 
     local_part_class: ClassVar[type[LocalPart]]
     mechanism_class: ClassVar[type[EfficientAttention]]
-    composition: ClassVar[type[HybridAttention]]  # the registered composition
-    uses_query_key = True  # the part uses the query and key projections
+    composition: ClassVar[type[HybridAttention]]
+    uses_query_key = True  # the part needs them
     shares_normaliser: ClassVar[bool] = False
 
     def __init__(self, hidden_size: int, num_heads: int, settings: AttentionSettings, *, local: LocalPartSettings,
                  **kwargs):
         super().__init__(hidden_size, num_heads, settings, **kwargs)
-        role = self.settings_class.local_part_role
         self.local = local
         self.window = self.local_part_class(num_heads, local.size, local.global_tokens,
-                                            mechanism_weight=local.gate_start(role))
+                                            mechanism_weight=local.gate_start(self.settings_class.local_part_role))
         self.parts = "both"
 
     def __reduce_ex__(self, protocol):
@@ -145,19 +145,11 @@ class HybridAttention(EfficientAttention):
         return empty_hybrid, (self.composition, self.local_part_class, self.mechanism_class), self.__getstate__()
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """Runs ``self.parts``: ``"both"``, or one alone (set by training code: window dropout, ablations)."""
+        """Both parts mixed by the gate; the mechanism alone where training code sets ``self.parts = "mechanism"``."""
         if self.window.initial_mechanism_weight is None or self.parts == "mechanism":
             return self.attend(hidden_states, padding_mask, state, output_attentions)
-        return self.attend_mixed(hidden_states, padding_mask, state, output_attentions)
-
-    def attend_mixed(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        """Mixes the part and the mechanism per head by the gate."""
         projections = self.project(hidden_states)
         local = self.window.attend(*projections, padding_mask, self.dropout, output_attentions)
-        if self.parts == "window":  # the mechanism's state still feeds the windowless layers
-            state = self.attend(hidden_states, padding_mask, state, projections=projections).state \
-                if self.carries_state and self.local.local_window_every > 1 else None
-            return AttentionOutput(self.merge_heads(local.context), state, attentions=local.attentions)
         mechanism = self.attend(hidden_states, padding_mask, state, output_attentions, projections)
         weight = self.window.mechanism_weight()[:, None, None]  # [h, 1, 1]
         context = self.mixed(local.context, self.split_heads(mechanism.context), weight, local.global_rows)
@@ -168,8 +160,7 @@ class HybridAttention(EfficientAttention):
 
     def mixed(self, local: torch.Tensor, mechanism: torch.Tensor, weight: torch.Tensor,
               global_rows: torch.Tensor) -> torch.Tensor:
-        """``(1 - weight) local + weight mechanism`` (``[B, h, N, *]``, ``weight [h, 1, 1]``) in the widest dtype;
-        ``local``'s rows at ``global_rows [B or 1, N]``."""
+        """``(1 - weight) local + weight mechanism`` (``[B, h, N, *]``, ``weight [h, 1, 1]``), global rows local's."""
         dtype = torch.promote_types(torch.promote_types(local.dtype, mechanism.dtype), weight.dtype)
         mixed = torch.lerp(local.to(dtype), mechanism.to(dtype), weight.to(dtype))
         if not self.window.global_tokens:

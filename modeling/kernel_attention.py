@@ -23,7 +23,9 @@ of ``summary_chunk`` tokens, ``mechanism_outside_window``). With ``mechanism_out
 mechanism's terms beside a window stand for the keys outside it (LoLCATs); False, for every key.
 
 The computation runs in at least float32 with autocast off (:func:`at_least_float32`): sums over N tokens overflow
-half precision.
+half precision. :func:`terms_over_every_key` takes the keys twice: ``dropped`` (times dropout's column mask ``m``)
+for the summary, ``keys`` for the normaliser's sums; :func:`kernelized_attention` returns ``A`` only with
+``output_attentions``, else None.
 """
 
 from __future__ import annotations
@@ -41,29 +43,27 @@ from .masking import at_least_float32
 
 @dataclass(frozen=True)
 class KernelSettings(AttentionSettings):
-    """Kernelized mechanisms' settings (their terms may share a local part's normaliser)."""
+    """Settings of the kernelized mechanisms."""
 
     local_part_role = "kernel"
 
 
 class KernelAttention(EfficientAttention):
-    """Base of the kernelized mechanisms (:func:`kernelized_attention`), which define :meth:`kernel_features`."""
+    """Base of the kernelized mechanisms, which define :meth:`kernel_features`."""
 
-    # Beside a window: terms for the keys outside it (LoLCATs); False: every key.
     mechanism_outside_window: bool = True
-    # Tokens per chunk (terms_over_every_key).
     summary_chunk = 512
 
     def kernel_features(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None):
-        """``phi(Q)``, ``varphi(K)`` ``[B, h, N, F]`` (zero at pads) of ``query``, ``key [B, h, N, d]``."""
+        """``phi(Q), varphi(K) [B, h, N, F]``, zero at pads, of ``Q, K [B, h, N, d]``."""
         raise NotImplementedError
 
     def normaliser(self, similarity_sums: torch.Tensor) -> torch.Tensor:
-        """Row normaliser of ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``; default ``+ eps``."""
+        """Row normaliser of ``phi(q_i) . sum_j varphi(k_j) [B, h, N, 1]``."""
         return similarity_sums + self.settings.eps
 
     def key_dropout(self, like: torch.Tensor) -> torch.Tensor | None:
-        """Dropout's mask of A's key columns ``[B, h, N, 1]``, shared by all queries, or None."""
+        """Dropout mask ``[B, h, N, 1]`` of A's key columns, or None."""
         if not self.training or self.dropout.p == 0:
             return None
         return self.dropout(like.new_ones(*like.shape[:-1], 1))
@@ -78,8 +78,7 @@ class KernelAttention(EfficientAttention):
 
 
 def terms_over_every_key(query, dropped, keys, values, summary_chunk: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """``phi(q_i) sum_j m_j varphi(k_j)^T v_j`` ``[B, h, N, d]`` (``dropped``: keys times dropout's ``m``) and
-    ``phi(q_i) . sum_j varphi(k_j)`` ``[B, h, N, 1]``, chunked: one long product idles most of a GPU."""
+    """``phi(q_i) sum_j m_j varphi(k_j)^T v_j [B, h, N, d]``, ``phi(q_i) . sum_j varphi(k_j) [B, h, N, 1]``."""
     length = query.shape[2]
     if length <= summary_chunk:
         return query @ (dropped.transpose(-1, -2) @ values), query @ keys.sum(2).unsqueeze(-1)
@@ -97,9 +96,8 @@ def kernelized_attention(query_features: torch.Tensor, key_features: torch.Tenso
                          normaliser: Callable[[torch.Tensor], torch.Tensor],
                          key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
                          summary_chunk: int = 512, output_attentions: bool = False):
-    """Context ``[B, h, N, d]`` and ``A [B, h, N, N]`` or None from features ``[B, h, N, F]`` (zero at pads) and
-    ``value [B, h, N, d]``, in float32 at least: sums over N tokens overflow half precision."""
-    with torch.autocast(value.device.type, enabled=False):
+    """Context ``[B, h, N, d]`` and ``A [B, h, N, N]`` (or None) of the features and ``value``."""
+    with torch.autocast(value.device.type, enabled=False):  # float32 at least: half precision overflows
         query, keys, values = (at_least_float32(x) for x in (query_features, key_features, value))
         keep = None if key_dropout is None else key_dropout(keys)
         dropped = keys if keep is None else keys * keep

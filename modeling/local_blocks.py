@@ -23,8 +23,10 @@ over every key less its own block's).
 
 Cost: the blocks run :func:`torch.nn.functional.scaled_dot_product_attention` as one batch of ``B n`` sequences
 of S tokens (``n = ceil(N / S)``), so a GPU takes its flash kernel and a CPU its fused one: O(N S d) time, never an
-N x N tensor. Without padding or global tokens no mask is needed (a short last block runs as its own batch);
-otherwise a boolean key mask ``[B n, 1, 1, S + g]`` hides the pads and the global keys' second copy.
+N x N tensor. When ``N = n S`` the blocks are a view of the input, with strides the flash kernel takes. Without
+padding or global tokens no mask is needed (a short last block runs as its own batch); otherwise a boolean key mask
+``[B n, 1, 1, S + g]`` (``AlignedBlocks.mask``) keeps each block's real non-global keys, then the real global ones:
+it hides the pads and the global keys' second copy.
 """
 
 from __future__ import annotations
@@ -39,13 +41,12 @@ from .masking import RankOrder, exporting_graph
 
 
 class AlignedBlocks:
-    """Rank-ordered ``[B, h, N, F]`` as ``n = ceil(N / S)`` blocks ``[B n, h, S, F]``. ``mask [B n, 1, 1, S + g]``
-    (None: all keys): each block's real non-global keys, then the real global ones."""
+    """``[B, h, N, F]`` as ``n = ceil(N / S)`` blocks ``[B n, h, S, F]``; key ``mask [B n, 1, 1, S + g]`` or None."""
 
     def __init__(self, lengths: torch.Tensor, length: int, size: int, global_tokens: int, device, masked: bool):
         self.size, self.length, self.global_tokens = size, length, global_tokens
-        self.count = (length + size - 1) // size  # integers only: the length may be symbolic
-        if exporting_graph():  # unread extra block: torch.export would fix n = 1 from a one-block trace
+        self.count = (length + size - 1) // size  # ints only: the length may be symbolic
+        if exporting_graph():  # unread extra block, lest torch.export fix n = 1
             self.count += 1
         self.mask = None
         if masked:
@@ -68,11 +69,11 @@ class AlignedBlocks:
         return F.pad(x, (0, 0, 0, missing)) if missing else x
 
     def split(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B n, h, S, F]``; if ``N = n S``, a view with strides the flash kernel takes."""
+        """``[B, h, N, F]`` -> ``[B n, h, S, F]``."""
         return self.pad(x).unflatten(2, (self.count, self.size)).transpose(1, 2).flatten(0, 1)
 
     def keys(self, x: torch.Tensor) -> torch.Tensor:
-        """``[B, h, N, F]`` -> ``[B n, h, S + g, F]``: a block's keys (or values), then the global ones."""
+        """``[B, h, N, F]`` -> ``[B n, h, S + g, F]``, the global keys last."""
         blocks = self.split(x)
         if not self.global_tokens:
             return blocks
@@ -86,8 +87,7 @@ class AlignedBlocks:
 
 
 def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) -> torch.Tensor:
-    """Softmax in each block and over the global keys, rank-ordered ``[B, h, N, d]`` in and out; unmasked, a short
-    last block runs as its own batch."""
+    """Softmax in each block and over the global keys: ``[B, h, N, d]`` in rank order, in and out."""
     def attend(q, k, v, mask=None):
         return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout_p)
 
@@ -103,8 +103,7 @@ def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) ->
 
 @register_local_part("blocks")
 class LocalBlocks(LocalPart):
-    """Exact softmax in aligned blocks of ``S = local_block``: i attends to real j if ``rank_i // S == rank_j // S``
-    or ``rank_j < g``; a global token to all. With S the checkpoint's length, it is the checkpoint run in chunks."""
+    """Exact softmax in aligned blocks of ``local_block`` real tokens, with ``global_tokens`` global ones."""
 
     def __init__(self, num_heads: int, local_block: int, global_tokens: int = 0,
                  mechanism_weight: float | None = None):
@@ -112,7 +111,7 @@ class LocalBlocks(LocalPart):
         self.size = local_block
 
     def blocks(self, order: RankOrder, length: int, device) -> AlignedBlocks:
-        # exported: the masked path's shapes follow the length
+        # export: masked shapes follow the length
         masked = order.padding_mask is not None or self.global_tokens > 0 or exporting_graph()
         return AlignedBlocks(order.lengths, length, self.size, self.global_tokens, device, masked)
 

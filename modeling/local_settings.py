@@ -37,21 +37,21 @@ from typing import Any
 
 from .settings import DeclaredSettings, require, setting
 
-DEFAULT_WINDOW = 128  # ModernBERT's, for the local part alone ('local') when neither size is given
-# The gate's start sigma(mechanism_logit) by (join, kind): the module docstring says why.
+DEFAULT_WINDOW = 128  # ModernBERT's, for the part alone ('local') without a size
+# The gate's start sigma(mechanism_logit) by (join, kind).
 GATE_STARTS = {("mixed", "window"): 0.5, ("mixed", "blocks"): 0.01,
                ("shared", "window"): 0.01, ("shared", "blocks"): 1e-4}
-# LocalPartSettings' fields and defaults, for a Hub folder's code without that class (tested equal).
+# LocalPartSettings' defaults, for a Hub folder's code without the class (tested equal).
 LOCAL_PART_DEFAULTS = {"local_window": None, "local_block": None, "global_tokens": 0, "local_window_every": 1,
                        "initial_mechanism_weight": None, "shared_normaliser": None}
 LOCAL_PART_SETTINGS = tuple(LOCAL_PART_DEFAULTS)
-WITH_THE_PACKAGE = ("pip install hf_effattn, then import hf_effattn and load the folder without trust_remote_code (the "
-                    "package builds any local part).")
+WITH_THE_PACKAGE = ("pip install hf_effattn and load the folder without trust_remote_code (the package builds any "
+                    "local part).")
 
 
 @dataclass(frozen=True)
 class LocalPartSettings(DeclaredSettings):
-    """The model's local part, a window or blocks (fields: the module docstring)."""
+    """The model's exact local part: a window or blocks, global tokens, the gate's start."""
 
     local_window: int | None = setting(None, int, minimum=2, none_means="no window")
     local_block: int | None = setting(None, int, minimum=1, none_means="no blocks")
@@ -76,7 +76,7 @@ class LocalPartSettings(DeclaredSettings):
         return layer_idx % self.local_window_every == 0
 
     def shares_normaliser(self, role: str) -> bool:
-        """Whether a mechanism of ``role`` puts its terms under the part's normaliser (only a kernelized one can)."""
+        """Whether a mechanism of ``role`` (kernelized only) puts its terms under the part's normaliser."""
         if role != "kernel":
             return False
         return self.kind == "window" if self.shared_normaliser is None else self.shared_normaliser
@@ -90,7 +90,7 @@ class LocalPartSettings(DeclaredSettings):
         return GATE_STARTS["shared" if self.shares_normaliser(role) else "mixed", self.kind]
 
     def check(self, attention_type: str, role: str | None, max_length: int | None) -> None:
-        """Raise for a part that mechanism ``attention_type`` (of ``role``) cannot take or ``max_length`` cannot hold."""
+        """Raise for a part that ``attention_type`` (of ``role``) cannot take or ``max_length`` cannot hold."""
         named = f"attention_type={attention_type!r}"
         require(role is not None, self.kind_name, self.size, f"None for {named}, which is exact over every token "
                 "already (for a window or blocks alone use attention_type='local')")
@@ -98,8 +98,7 @@ class LocalPartSettings(DeclaredSettings):
                 f"None beside local_window={self.local_window}: blocks and a window are two local parts, keep one")
         if max_length:
             require(self.size <= max_length, self.kind_name, self.size,
-                    f"at most the model's maximum length {max_length} (one covering the whole input is full softmax: "
-                    "use attention_type='sdpa')")
+                    f"at most the model's maximum length {max_length} (wider is full softmax: attention_type='sdpa')")
             require(self.global_tokens <= max_length, "global_tokens", self.global_tokens,
                     f"at most the model's maximum length {max_length}")
         require(self.local_block is None or self.global_tokens <= self.local_block, "global_tokens",
@@ -117,13 +116,12 @@ class LocalPartSettings(DeclaredSettings):
 
     @property
     def kind_name(self) -> str:
-        """The setting that gives the part's size: ``local_block`` or ``local_window``."""
+        """``local_block`` or ``local_window``: the setting that sizes the part."""
         return "local_block" if self.kind == "blocks" else "local_window"
 
 
 def local_part_settings(values: dict[str, Any], role: str | None) -> LocalPartSettings | None:
-    """The local part that ``values`` (the config's fields) declare, checked; None without one (then every setting
-    keeps its default). The part alone (``role="alone"``) defaults to a window of :data:`DEFAULT_WINDOW`."""
+    """The local part that the config's ``values`` declare, checked, or None; alone, it defaults to a window."""
     values = {name: values.get(name, default) for name, default in LOCAL_PART_DEFAULTS.items()}
     if role == "alone" and values["local_window"] is None and values["local_block"] is None:
         values["local_window"] = DEFAULT_WINDOW
@@ -131,8 +129,8 @@ def local_part_settings(values: dict[str, Any], role: str | None) -> LocalPartSe
     if settings.local_window is not None or settings.local_block is not None:
         return settings
     for name, default in LOCAL_PART_DEFAULTS.items():
-        require(values[name] == default, name, values[name], f"{default!r} without a local part (it describes a window "
-                "or blocks): set local_window or local_block")
+        require(values[name] == default, name, values[name], f"{default!r} without a local part: set local_window or "
+                "local_block")
     return None
 
 
@@ -159,8 +157,7 @@ def current_spelling(values: dict) -> dict:
 
 
 def as_written(values: dict) -> dict:
-    """What stands for :func:`current_spelling` in a Hub folder's code (``remote_code.py``): ``values`` as they are,
-    since that folder's ``config.json`` is written in the current spelling."""
+    """:func:`current_spelling` in a Hub folder's code: ``values`` as they are (its config is in that spelling)."""
     return values
 
 

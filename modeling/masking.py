@@ -20,21 +20,22 @@ bake the traced one in.
 
 Masked logits are filled with the dtype's lowest value, not ``-inf``: an all-pad row then softmaxes to uniform
 weights, not NaN. :func:`real_positions` inverts :func:`token_ranks` with a scatter into a spare column, since ONNX
-has no stable sort.
+has no stable sort. A pad's rank is the next real token's (clamped to N - 1); :func:`real_positions` holds 0 past the
+real tokens, and :meth:`RankOrder.to_ranks` puts the real tokens first, copies of them (not zeros) after. "Compiling"
+means ``torch.compile``, "exporting" ``torch.export``.
 """
 
 from __future__ import annotations
 
 import torch
 
-# An additive mask entry at or below this hides its key.
+# additive entries <= this hide their key
 ADDITIVE_MASKED = -1000.0
 PASS_2D = "pass the [B, N] padding mask instead (1 at real tokens, 0 at pads)"
 
 
 def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: int) -> torch.Tensor | None:
-    """The ``[B, N]`` bool padding mask from ``attention_mask`` ``[B, N]``, ``[B, 1, 1, N]`` or ``[B, 1, N, N]``
-    (bool, 0/1 or additive); None without pads, in eager mode. ``ValueError`` for other shapes, causal masks, biases."""
+    """``[B, N]`` bool padding mask of a 2-D or 4-D ``attention_mask``, or None."""
     if attention_mask is None:
         return None
     shape = tuple(attention_mask.shape)
@@ -44,13 +45,13 @@ def padding_mask_from(attention_mask: torch.Tensor | None, batch: int, length: i
         return without_padding_as_none(padding_mask_from_4d(attention_mask))
     raise ValueError(
         f"attention_mask of shape {list(shape)} does not fit an input of {batch} sequences of {length} tokens: "
-        f"pass [B, N] = [{batch}, {length}] (1 at real tokens, 0 at pads), or its broadcast as Transformers "
-        f"prepares it, [{batch}, 1, 1, {length}] or [{batch}, 1, {length}, {length}]."
+        f"pass [B, N] = [{batch}, {length}] (1 at real tokens, 0 at pads) or its broadcast [{batch}, 1, 1, {length}] "
+        f"or [{batch}, 1, {length}, {length}]."
     )
 
 
 def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
-    """``[B, N]``: the keys that some query of a ``[B, 1, Q, N]`` mask sees."""
+    """``[B, N]``: keys seen by a query of a ``[B, 1, Q, N]`` mask."""
     rows = attention_mask[:, 0]  # [B, Q, N]
     if rows.dtype == torch.bool:
         seen = rows
@@ -65,12 +66,12 @@ def padding_mask_from_4d(attention_mask: torch.Tensor) -> torch.Tensor:
 
 
 def capturing_graph() -> bool:
-    """True under ``torch.compile``, ``torch.export`` or tracing (no branch on tensor values)."""
+    """True while compiling, exporting or tracing."""
     return torch.compiler.is_compiling() or exporting_graph()
 
 
 def exporting_graph() -> bool:
-    """True under ``torch.export`` or tracing (one graph for every shape)."""
+    """True while exporting or tracing."""
     return torch.compiler.is_exporting() or torch.jit.is_tracing()
 
 
@@ -82,44 +83,44 @@ def without_padding_as_none(padding_mask: torch.Tensor) -> torch.Tensor | None:
 
 
 def is_zero_one(values: torch.Tensor) -> torch.Tensor:
-    """0-d bool: all ``values`` are 0 or 1, and one is 1."""
+    """0-d bool: ``values`` are 0 or 1, one is 1."""
     return ((values == 0) | (values == 1)).all() & (values == 1).any()
 
 
 def check_padding_broadcast(rows: torch.Tensor, seen: torch.Tensor, padding_mask: torch.Tensor) -> None:
-    """Raise unless ``rows [B, Q, N]`` hold mask values and each query sees (``seen``) ``padding_mask [B, N]``."""
+    """Raise unless ``rows [B, Q, N]`` hide only ``padding_mask [B, N]``'s pads."""
     if rows.is_floating_point() and not (is_zero_one(rows) | ((rows == 0) | (rows <= ADDITIVE_MASKED)).all()):
         raise ValueError(
             "A float 4-D attention_mask must be 0/1 (1 at real tokens) or additive (0 at real tokens, at most "
-            f"{ADDITIVE_MASKED:g} at pads, e.g. the dtype's minimum); this one holds other values, an attention "
-            f"bias that the efficient mechanisms cannot apply: {PASS_2D}."
+            f"{ADDITIVE_MASKED:g} at pads); this one holds other values, an attention bias that the efficient "
+            f"mechanisms cannot apply: {PASS_2D}."
         )
     if rows.dtype != torch.bool and not rows.is_floating_point() and not ((rows == 0) | (rows == 1)).all():
         raise ValueError(f"An integer 4-D attention_mask must hold 0 (pad) and 1 (real token): {PASS_2D}.")
     rows_fit = (seen == padding_mask[:, None, :]).all(-1)  # [B, Q]
-    if seen.shape[1] > 1:  # [B, 1, N, N]: a pad query's row may hide every key
+    if seen.shape[1] > 1:  # a pad query's row may hide every key
         rows_fit |= ~seen.any(-1) & ~padding_mask
     if not rows_fit.all():
         raise ValueError(
-            "This 4-D attention_mask hides different keys from different queries (a causal or custom mask); the "
-            f"efficient mechanisms can only hide the same pads from every query: {PASS_2D}."
+            "This 4-D attention_mask hides different keys from different queries (a causal or custom mask), not "
+            f"only pads: {PASS_2D}."
         )
 
 
 def masked_fill_min(logits: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    """``logits`` at the dtype's minimum where ``keep`` is False (finite: no NaN in an all-pad row)."""
+    """``logits`` at the dtype's minimum where not ``keep``."""
     if keep is None:
         return logits
     return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
 
 
 def masked_softmax(logits: torch.Tensor, keep: torch.Tensor | None, dim: int) -> torch.Tensor:
-    """Softmax over ``dim``, zero weight where ``keep`` is False."""
+    """Softmax over ``dim``, zero where not ``keep``."""
     return torch.softmax(masked_fill_min(logits, keep), dim=dim)
 
 
 def zero_pads(x: torch.Tensor, padding_mask: torch.Tensor | None, token_dim: int = 1) -> torch.Tensor:
-    """``x`` (batch first, tokens along ``token_dim``) zeroed at pads."""
+    """``x`` (tokens along ``token_dim``) zeroed at pads."""
     if padding_mask is None:
         return x
     shape = [1] * x.dim()
@@ -135,7 +136,7 @@ def real_lengths(padding_mask: torch.Tensor | None, batch: int, length: int, dev
 
 
 def token_ranks(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B, N]`` rank of each token among its sequence's real tokens, from 0; a pad gets the next real one's."""
+    """``[B, N]``: each token's rank among real tokens."""
     if padding_mask is None:
         return torch.arange(length, device=device).expand(batch, length)
     ranks = padding_mask.long().cumsum(-1) - padding_mask.long()
@@ -143,43 +144,43 @@ def token_ranks(padding_mask: torch.Tensor | None, batch: int, length: int, devi
 
 
 def gather_tokens(x: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """``x [B, h, N, F]`` with its tokens in the order ``index [B, N]``."""
+    """``x [B, h, N, F]`` reordered by ``index [B, N]``."""
     return torch.gather(x, 2, index[:, None, :, None].expand_as(x))
 
 
 def real_positions(padding_mask: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-    """``[B, N]``: the t-th real token's position at t (0 past them), :func:`token_ranks` inverted."""
+    """``[B, N]``: each rank's position."""
     positions = torch.arange(length, device=device).expand(batch, length)
     if padding_mask is None:
         return positions
-    # Pads to spare column N, then dropped: a scatter, as ONNX has no stable sort.
+    # a scatter (pads to spare column N): ONNX has no stable sort
     target = torch.where(padding_mask, token_ranks(padding_mask, batch, length, device), length)
     spare = torch.zeros(batch, length + 1, dtype=positions.dtype, device=device)
     return spare.scatter(1, target, positions)[:, :length]
 
 
 def at_least_float32(x: torch.Tensor) -> torch.Tensor:
-    """``x`` in float32, or in its own dtype when wider."""
+    """``x`` in float32 or its own wider dtype."""
     return x.to(torch.promote_types(x.dtype, torch.float32))
 
 
 class RankOrder:
-    """Moves ``[B, h, N, F]`` tensors between positions and rank order (real tokens first), if padded."""
+    """Moves ``[B, h, N, F]`` tensors between position and rank order."""
 
     def __init__(self, padding_mask: torch.Tensor | None, batch: int, length: int, device):
         self.lengths = real_lengths(padding_mask, batch, length, device)  # [B]
         self.padding_mask = padding_mask
         if padding_mask is not None:
-            self.positions = real_positions(padding_mask, batch, length, device)  # [B, N]: the position of rank t
-            self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: the rank at position i
+            self.positions = real_positions(padding_mask, batch, length, device)  # [B, N]: rank -> position
+            self.ranks = token_ranks(padding_mask, batch, length, device)  # [B, N]: position -> rank
 
     def to_ranks(self, x: torch.Tensor) -> torch.Tensor:
-        """``x [B, h, N, F]`` in rank order (copies, not zeros, past the real tokens)."""
+        """``x [B, h, N, F]`` in rank order."""
         return x if self.padding_mask is None else gather_tokens(x, self.positions)
 
     def to_positions(self, x: torch.Tensor) -> torch.Tensor:
         return x if self.padding_mask is None else gather_tokens(x, self.ranks)
 
     def ranks_at_positions(self, length: int, device) -> torch.Tensor:
-        """Each position's rank: ``[B, N]``, or ``[1, N]`` without padding."""
+        """``[B, N]`` ranks, or ``[1, N]`` unpadded."""
         return torch.arange(length, device=device)[None] if self.padding_mask is None else self.ranks

@@ -1,8 +1,6 @@
 """RoBERTa-style text encoders with any registered attention mechanism, and their task heads.
 
-Parameter names are RoBERTa's, so RoBERTa checkpoints load as they are, and BERT's after a renaming, with
-``roberta_positions=False`` (all but BERT's sequence-classification head, which differs from RoBERTa's). A head's
-loss includes the mechanisms' auxiliary loss, also returned as ``aux_loss``.
+Parameter names are RoBERTa's. A head's loss includes the mechanisms' auxiliary loss, also returned as ``aux_loss``.
 """
 
 from __future__ import annotations
@@ -31,6 +29,8 @@ from .outputs import (
 from .position_extension import learned_length, tile_position_rows
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
 
+# RoBERTa checkpoints load as they are, BERT's after this renaming, with roberta_positions=False (all but BERT's
+# sequence-classification head, which differs from RoBERTa's).
 BERT_KEY_MAPPING = {
     r"^bert\.": "roberta.",
     r"cls\.predictions\.transform\.dense": "lm_head.dense",
@@ -41,7 +41,7 @@ BERT_KEY_MAPPING = {
 
 
 class EffAttnRobertaEmbeddings(nn.Module):
-    """Word + position + token-type embeddings, LayerNorm, dropout: ``[B, N] -> [B, N, C]``."""
+    """Word, position and token-type embeddings: ``[B, N] -> [B, N, C]``."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__()
@@ -57,7 +57,7 @@ class EffAttnRobertaEmbeddings(nn.Module):
         self.dropout = nn.Dropout(config.hidden_dropout_prob)
 
     def position_ids(self, input_ids: torch.Tensor | None, batch: int, length: int, device) -> torch.Tensor:
-        """``[B, N]``: RoBERTa's (tokens from ``padding_idx + 1``, pads at ``padding_idx``) or BERT's ``0 .. N-1``."""
+        """``[B, N]``: RoBERTa's, from ``padding_idx + 1``, or BERT's ``0 .. N-1``."""
         if not self.roberta_positions:
             return torch.arange(length, device=device).expand(batch, length)
         if input_ids is None:
@@ -79,7 +79,7 @@ class EffAttnRobertaEmbeddings(nn.Module):
 
 
 class EffAttnLMHead(nn.Module):
-    """``[B, N, C] -> [B, N, vocab]``; the decoder is tied to the word embeddings."""
+    """Masked-LM head: ``[B, N, C] -> [B, N, vocab]``."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__()
@@ -94,7 +94,7 @@ class EffAttnLMHead(nn.Module):
 
 
 class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
-    """Base of the text models: loads RoBERTa, BERT and ``effattn_roberta`` checkpoints."""
+    """Base of the text models."""
 
     config_class = EffAttnRobertaConfig
     config: EffAttnRobertaConfig
@@ -135,7 +135,7 @@ class EffAttnRobertaPreTrainedModel(EffAttnPreTrainedModel):
 
 
 class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
-    """Bare encoder: embeddings, layers and, with ``add_pooling_layer``, RoBERTa's pooler."""
+    """The bare encoder; with ``add_pooling_layer``, RoBERTa's pooler."""
 
     def __init__(self, config: EffAttnRobertaConfig, add_pooling_layer: bool = True):
         super().__init__(config)
@@ -151,7 +151,7 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
         self.embeddings.word_embeddings = value
 
     def check_length(self, length: int) -> None:
-        """Raise for inputs longer than the position embeddings allow."""
+        """Raise for inputs longer than ``attention_max_length``."""
         maximum = self.config.attention_max_length
         if length > maximum:
             positions = f"max_position_embeddings={self.config.max_position_embeddings}"
@@ -159,8 +159,8 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
                 positions += f" minus pad_token_id + 1 = {self.config.pad_token_id + 1}"
             raise ValueError(
                 f"Input length {length} exceeds this model's maximum of {maximum} tokens ({positions}): truncate "
-                f"the input, e.g. tokenizer(..., truncation=True, max_length={maximum}), or extend the model's "
-                f"positions: hf-effattn convert CHECKPOINT --max_length {length} ..., or "
+                f"it, e.g. tokenizer(..., truncation=True, max_length={maximum}), or extend the positions: "
+                f"hf-effattn convert CHECKPOINT --max_length {length} ..., or "
                 f"from_pretrained(CHECKPOINT, max_length={length})."
             )
 
@@ -169,8 +169,7 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
                 token_type_ids: torch.LongTensor | None = None, position_ids: torch.LongTensor | None = None,
                 inputs_embeds: torch.FloatTensor | None = None, output_attentions: bool | None = None,
                 output_hidden_states: bool | None = None) -> EffAttnModelOutput:
-        r"""``input_ids [B, N]`` or ``inputs_embeds [B, N, C]``, ``attention_mask [B, N]`` (1 = real token) or its 4-D
-        broadcast -> ``last_hidden_state [B, N, C]``, ``pooler_output [B, C]``."""
+        """``input_ids [B, N]`` or ``inputs_embeds [B, N, C]`` -> ``[B, N, C]``, pooled ``[B, C]``."""
         if (input_ids is None) == (inputs_embeds is None):
             raise ValueError("Pass exactly one of input_ids or inputs_embeds.")
         batch, length = (input_ids if input_ids is not None else inputs_embeds).shape[:2]
@@ -184,14 +183,12 @@ class EffAttnRobertaModel(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
-    """Masked LM: logits ``[B, N, vocab]``; labels ``[B, N]``, -100 where ignored. ``sparse_prediction=True``
-    (needs labels): logits ``[M, vocab]`` at the M labelled tokens only, sparing a long input's full logits."""
+    """Masked LM: logits ``[B, N, vocab]`` (``sparse_prediction``: ``[M, vocab]``, M labels); labels ``[B, N]``."""
 
     _tied_weights_keys = {
         "lm_head.decoder.weight": "roberta.embeddings.word_embeddings.weight",
         "lm_head.decoder.bias": "lm_head.bias",
     }
-    accepts_loss_kwargs = False
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__(config)
@@ -223,10 +220,7 @@ class EffAttnRobertaForMaskedLM(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
-    """Classification or regression from the first token: logits ``[B, num_labels]``; loss per
-    ``config.problem_type``."""
-
-    accepts_loss_kwargs = False
+    """Classification or regression from the first token: logits ``[B, num_labels]``."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__(config)
@@ -247,9 +241,7 @@ class EffAttnRobertaForSequenceClassification(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
-    """Token classification: logits ``[B, N, num_labels]``; labels ``[B, N]``, -100 where ignored."""
-
-    accepts_loss_kwargs = False
+    """Token classification: logits ``[B, N, num_labels]``; labels ``[B, N]``."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__(config)
@@ -272,9 +264,7 @@ class EffAttnRobertaForTokenClassification(EffAttnRobertaPreTrainedModel):
 
 
 class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
-    """Extractive QA: ``start_logits``, ``end_logits`` ``[B, N]``; the loss ignores positions outside the input."""
-
-    accepts_loss_kwargs = False
+    """Extractive QA: start and end logits ``[B, N]``; ``start_positions``, ``end_positions`` ``[B]``."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__(config)
@@ -291,15 +281,12 @@ class EffAttnRobertaForQuestionAnswering(EffAttnRobertaPreTrainedModel):
         start_logits, end_logits = self.qa_outputs(outputs.last_hidden_state).split(1, dim=-1)
         start_logits, end_logits = start_logits.squeeze(-1).contiguous(), end_logits.squeeze(-1).contiguous()
         loss = self.loss_function(start_logits, end_logits, start_positions, end_positions)
-        return head_output(
-            EffAttnQuestionAnsweringOutput, outputs, loss, start_logits=start_logits, end_logits=end_logits
-        )
+        return head_output(EffAttnQuestionAnsweringOutput, outputs, loss, start_logits=start_logits,
+                           end_logits=end_logits)
 
 
 class EffAttnRobertaForMultipleChoice(EffAttnRobertaPreTrainedModel):
-    """Multiple choice: inputs ``[B, num_choices, N]``, logits ``[B, num_choices]`` from the pooler."""
-
-    accepts_loss_kwargs = False
+    """Multiple choice: inputs ``[B, num_choices, N]``; logits ``[B, num_choices]``; labels ``[B]``."""
 
     def __init__(self, config: EffAttnRobertaConfig):
         super().__init__(config)
@@ -313,14 +300,9 @@ class EffAttnRobertaForMultipleChoice(EffAttnRobertaPreTrainedModel):
                 labels: torch.LongTensor | None = None, output_attentions=None,
                 output_hidden_states=None) -> EffAttnMultipleChoiceOutput:
         num_choices = (input_ids if input_ids is not None else inputs_embeds).shape[1]
-        inputs = dict(
-            input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids,
-            position_ids=position_ids, inputs_embeds=inputs_embeds,
-        )
-        outputs = self.roberta(
-            **{name: None if x is None else x.flatten(0, 1) for name, x in inputs.items()},
-            output_attentions=output_attentions, output_hidden_states=output_hidden_states, return_dict=True,
-        )
+        inputs = (input_ids, attention_mask, token_type_ids, position_ids, inputs_embeds)  # [B, choices, N, ...]
+        outputs = self.roberta(*(None if x is None else x.flatten(0, 1) for x in inputs), output_attentions,
+                               output_hidden_states, return_dict=True)
         logits = self.classifier(self.dropout(outputs.pooler_output)).view(-1, num_choices)
         loss = None if labels is None else nn.functional.cross_entropy(logits, labels.to(logits.device))
         return head_output(EffAttnMultipleChoiceOutput, outputs, loss, logits=logits)

@@ -1,9 +1,7 @@
 """ViT-style image encoders with any registered attention mechanism, and their task heads.
 
-The embeddings are Transformers' ``ViTEmbeddings``; the pre-LN layers take RoBERTa's names (``attention.self.query``),
-since the mechanism owns ``query``/``key``/``value``. ``VIT_KEY_MAPPING`` renames ViT checkpoints of either naming,
-Transformers 5's or the older one. A head's loss includes the mechanisms' auxiliary loss, also returned as
-``aux_loss``.
+The embeddings are Transformers' ``ViTEmbeddings``; the pre-LN layers take RoBERTa's parameter names. A head's loss
+includes the mechanisms' auxiliary loss, also returned as ``aux_loss``.
 """
 
 from __future__ import annotations
@@ -29,6 +27,8 @@ from .outputs import (
 from .position_extension import interpolate_patch_positions
 from .pretrained import EffAttnPreTrainedModel, register_auto_classes
 
+# ViT checkpoints of either naming, Transformers 5's or the older one, load after this renaming: the layers take
+# RoBERTa's names (attention.self.query), since the mechanism owns query/key/value.
 VIT_KEY_MAPPING = {
     r"layers\.(\d+)\.": r"encoder.layer.\1.",
     r"attention\.attention\.": "attention.self.",
@@ -42,7 +42,7 @@ VIT_KEY_MAPPING = {
 
 
 class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
-    """Base of the image models: loads ViT and ``effattn_vit`` checkpoints."""
+    """Base of the image models."""
 
     config_class = EffAttnViTConfig
     config: EffAttnViTConfig
@@ -66,8 +66,7 @@ class EffAttnViTPreTrainedModel(EffAttnPreTrainedModel):
 
 
 class EffAttnViTModel(EffAttnViTPreTrainedModel):
-    """Bare encoder: patch embeddings, pre-LN layers, a final LayerNorm and, with ``add_pooling_layer``, ViT's
-    pooler; ``use_mask_token`` adds SimMIM's mask token."""
+    """The bare encoder; with ``add_pooling_layer``, ViT's pooler; ``use_mask_token``: SimMIM's mask token."""
 
     def __init__(self, config: EffAttnViTConfig, add_pooling_layer: bool = True, use_mask_token: bool = False):
         super().__init__(config)
@@ -104,8 +103,7 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
     ) -> EffAttnModelOutput:
-        r"""``pixel_values [B, channels, H, W]`` -> ``last_hidden_state [B, 1 + patches, C]``, ``pooler_output [B, C]``.
-        ``bool_masked_pos [B, patches]``: patches replaced by the mask token."""
+        """``pixel_values [B, channels, H, W]`` -> ``[B, 1 + patches, C]``, pooled ``[B, C]``."""
         pixel_values = pixel_values.to(self.embeddings.patch_embeddings.projection.weight.dtype)
         embeddings = self.embeddings(
             pixel_values, bool_masked_pos=bool_masked_pos, interpolate_pos_encoding=interpolate_pos_encoding
@@ -118,10 +116,7 @@ class EffAttnViTModel(EffAttnViTPreTrainedModel):
 
 
 class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
-    """Classification or regression from the final [CLS] state: logits ``[B, num_labels]``; loss per
-    ``config.problem_type``."""
-
-    accepts_loss_kwargs = False
+    """Classification or regression from the final [CLS] state: logits ``[B, num_labels]``."""
 
     def __init__(self, config: EffAttnViTConfig):
         super().__init__(config)
@@ -149,10 +144,7 @@ class EffAttnViTForImageClassification(EffAttnViTPreTrainedModel):
 
 
 class EffAttnViTForMaskedImageModeling(EffAttnViTPreTrainedModel):
-    """SimMIM: ``reconstruction [B, channels, H, W]``; with ``bool_masked_pos [B, patches]``, the L1 loss on masked
-    pixels."""
-
-    accepts_loss_kwargs = False
+    """SimMIM: ``reconstruction [B, channels, H, W]``; L1 loss on masked patches, ``bool_masked_pos [B, patches]``."""
 
     def __init__(self, config: EffAttnViTConfig):
         super().__init__(config)

@@ -6,7 +6,8 @@ Shapes: B sequences of N tokens, h heads of width d, C = h d; ``padding_mask [B,
 None. Both forms take the layer's projections ``query``, ``key``, ``value [B, h, N, d]`` and SE-K's weights as
 tensors, ``se_weights``: its two linear layers' ``(W_1, b_1, W_2, b_2)``, ``W_1 [d / ratio, d]``, ``W_2 [N_max or d,
 d / ratio]`` (None: no SE-K, ``se_mode="none"``), read by ``se_mode`` ("token": one weight per token rank;
-"channel": one per key channel).
+"channel": one per key channel). SE-K (:func:`reweight_keys`, Sec. 3.5) pools the keys (zero at pads) by their mean
+``p`` over the real tokens and scales them by ``sigmoid(W_2 (W_1 p + b_1) + b_2)``: no ReLU between the layers.
 """
 
 from __future__ import annotations
@@ -25,8 +26,7 @@ SEWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
 
 def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                   se_weights: SEWeights | None) -> torch.Tensor:
-    """SE-K (Sec. 3.5): ``keys [B, h, N, d]`` (zero at pads) times ``sigmoid(W_2 (W_1 p + b_1) + b_2)`` (no ReLU),
-    ``p`` their mean over real tokens; ``W_2`` has a row per token rank or per channel (``se_mode``)."""
+    """SE-K (Sec. 3.5): ``keys [B, h, N, d]`` times ``sigmoid(W_2 (W_1 p + b_1) + b_2)``, ``p`` their mean."""
     if se_weights is None:
         return keys
     batch, _, length, _ = keys.shape
@@ -45,7 +45,7 @@ def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode
 
 def kerformer_features(query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
                        se_weights: SEWeights | None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(softmax_d(K))`` (Eq. 8, zero at pads): ``[B, h, N, d]``."""
+    """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(softmax_d(K))`` (Eq. 8): ``[B, h, N, d]``."""
     keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
     return torch.sigmoid(query), reweight_keys(keys, padding_mask, se_mode, se_weights)
 

@@ -30,7 +30,8 @@ else), :meth:`EffAttnPreTrainedModel.from_plan` the load it planned; ``from_pret
 
 Saving (:meth:`EffAttnPreTrainedModel.save_pretrained`) writes the weights under this model's own names and
 a ``config.json`` whose ``auto_map`` names the config and every head of the family, next to the flat
-remote-code files, so that any ``Auto*`` class loads the folder with ``trust_remote_code=True``.
+remote-code files, so that any ``Auto*`` class loads the folder with ``trust_remote_code=True``
+(:func:`register_auto_classes` sets a family's ``auto_classes``).
 """
 
 from __future__ import annotations
@@ -50,15 +51,16 @@ from .remote_code import write_remote_code
 from .transformers_arguments import WEIGHT_KWARGS, MismatchedSizesError, checkpoint_config_dict
 
 class EffAttnPreTrainedModel(PreTrainedModel):
-    """Base of the text and vision models; :func:`register_auto_classes` sets ``auto_classes``."""
+    """Base of the text and vision models."""
 
     supports_gradient_checkpointing = True
+    accepts_loss_kwargs = False  # a head's loss is a mean plus aux_loss: Trainer must not rescale it
     checkpoint_key_mappings: ClassVar[dict[str, dict[str, str]]] = {}
     source_config_overrides: ClassVar[dict[str, dict[str, Any]]] = {}
     auto_classes: ClassVar[dict[str, type[PreTrainedModel]]] = {}
 
     def _init_weights(self, module):
-        """Transformers' init, then the mechanisms' parameters and local parts' ``mechanism_logit``."""
+        """Transformers' init, then the mechanisms' own parameters."""
         super()._init_weights(module)
         if isinstance(module, EfficientAttention):
             module.reset_parameters(self.config.initializer_range)
@@ -246,7 +248,7 @@ def qualified_name(cls: type) -> str:
 
 
 def register_auto_classes(family: type[EffAttnPreTrainedModel], auto_classes: dict[str, type]) -> None:
-    """Register the family's config and models for ``Auto*`` classes, as remote code."""
+    """Register the family's config and models as ``Auto*`` remote code."""
     family.config_class.register_for_auto_class()
     for auto_class, model_class in auto_classes.items():
         model_class.register_for_auto_class(auto_class)

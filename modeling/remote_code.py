@@ -1,6 +1,5 @@
-"""The remote code of a saved folder: one ``configuration_effattn.py`` and one ``modeling_effattn_<family>.py``,
-generated for the model saved from this folder's modules, as Transformers generates its one-file models from
-``modular_*.py``, in place of the closure of some twenty modules that ``save_pretrained`` copies:
+"""The remote code of a saved folder: one ``configuration_effattn.py`` and one ``modeling_effattn_<family>.py``
+generated for its model from this folder's modules, as Transformers generates its one-file models from ``modular_*.py``:
 
 * each module is read with ``ast``; its top-level definitions are kept where the roots reach them by name
   (annotations are never evaluated), with their docstrings and comments, in the modules' order, under a comment
@@ -10,9 +9,8 @@ generated for the model saved from this folder's modules, as Transformers genera
   and what a kept module runs on import (registrations, the version check). The modeling file imports the config
   file's definitions it uses, first;
 * none of the package's own machinery (:data:`PACKAGE_ONLY`: conversion, extension, the fast paths, the papers'
-  metadata, this generator; a folder runs the exact path, the one tested against the papers' references), a
-  stand-in for a few functions (:data:`STAND_INS`) and, without a local part, none of its code
-  (:data:`WITHOUT_LOCAL_PART`).
+  metadata, pickling, this generator; a folder runs the exact path, the one tested against the papers' references),
+  stand-ins for a few functions (:data:`STAND_INS`) and, without a local part, none of its (:data:`WITHOUT_LOCAL_PART`).
 """
 
 from __future__ import annotations
@@ -31,7 +29,7 @@ CONFIG_MODULE = "configuration_effattn"
 PRELUDE = "supported_versions"  # its check runs before anything imports from Transformers
 # The package's own machinery, which a saved folder does not run. "Class.member" (or "*.member", in every class) ->
 # None (the method or class attribute is left out), or the statement a method's body becomes.
-EXACT_PATH = "return None  # a Hub folder's code runs the exact path (the package's fast paths: fast_paths.py)"
+EXACT_PATH = "return None  # a Hub folder's code runs the exact path"
 PACKAGE_ONLY = {
     # writing this very code (Transformers' save_pretrained copies the folder's code, and its auto_map, as they are)
     **dict.fromkeys(["EffAttnPreTrainedModel.save_pretrained", "EffAttnPreTrainedModel.write_remote_code",
@@ -43,8 +41,10 @@ PACKAGE_ONLY = {
         "extend_length_sized_weights", "input_size", "size_values", "resized", "check_extends", "size_argument",
         "size_fields", "smaller_inputs_fix", "checkpoint_key_mappings", "source_config_overrides",
         "first_position_row")),
-    # the papers' metadata, which the cards and the registry's listing read
-    **dict.fromkeys(f"*.{name}" for name in ("paper", "paper_url", "equations", "citation", "complexity")),
+    # the papers' metadata and capabilities, which the cards and the registry's listing read; pickling by the classes
+    # a hybrid is built from (a folder's model is saved with save_pretrained, and deep-copies as any module)
+    **dict.fromkeys(f"*.{name}" for name in ("paper", "paper_url", "equations", "citation", "complexity",
+                                             "supports_padding_mask", "has_aux_loss", "__reduce_ex__")),
     # the fast paths: a Hub folder's code runs the exact path, the one tested against the papers' references
     "*.fast_forward": EXACT_PATH,
     "*.fast_mix": EXACT_PATH,
@@ -52,7 +52,8 @@ PACKAGE_ONLY = {
                                              "has_own_kernels")),
 }
 # Functions a Hub folder's code holds a stand-in for: name -> the function of the same module written for that code.
-STAND_INS = {"current_spelling": "as_written"}  # a folder's config.json is written in the current spelling
+# a folder's config.json is written in the current spelling, and its registries hold its own classes only
+STAND_INS = {"current_spelling": "as_written", "registered": "registered_once"}
 # ... and for a model without a local part, in place of the functions that read one (the config refuses its settings)
 WITHOUT_LOCAL_PART = {"local_part_settings": "without_local_part", "hybrid_class": "without_hybrid_class"}
 
@@ -284,7 +285,7 @@ def render(modules: list[Module], kept: list[Definition], docstring: str, import
     rest = [d for d in kept if d.module != PRELUDE]
     blocks = [f'"""{docstring}\n"""', "from __future__ import annotations"]
     if imported:
-        first = "# First: the configuration file checks the Transformers version before anything imports from it."
+        first = "# First: the config file checks the Transformers version."
         blocks.append(f"{first}\n{wrapped_import(f'.{CONFIG_MODULE}', imported)}")
     if prelude:
         blocks.append("\n".join(import_lines([m for m in modules if m.name == PRELUDE], prelude)))
@@ -331,8 +332,7 @@ def generated_files(config, model_classes: list[type]) -> dict[str, str]:
 def file_docstring(module: str, attention_type: str) -> str:
     """The generated file's docstring: its module's, and what it was generated from."""
     own = read_module(module).docstring or ""
-    note = (f"Generated by hf_effattn from its model code (the modules named below) for a model with the "
-            f"{attention_type!r} attention: edit those modules, not this file.")
+    note = f"Generated by hf_effattn for a {attention_type!r} model from the modules named below: edit those."
     return f"{own}\n\n{textwrap.fill(note, width=116)}"
 
 

@@ -1,7 +1,8 @@
 """Declared settings: each setting's type and allowed range stated once, next to its default, and one generic check.
 
-A :class:`Spec` says what a value must be: its kind (``bool``, ``int``, ``float`` or ``str``), its bounds or
-choices, and whether ``None`` is allowed (and what it then means). :func:`checked` applies it:
+A :class:`Spec` says what a value must be: its kind (``bool``, ``int``, ``float`` or ``str``), its bounds
+(``minimum``/``maximum`` inclusive, ``above``/``below`` exclusive) or choices, and whether ``None`` is allowed (and
+what it then means). :func:`checked` applies it, converting the value to the kind:
 
 * ``bool``: a real bool, True or False; not ``"false"``, not ``0`` or ``1``.
 * ``int``: an integer, not a bool (numpy integers are converted to ``int``).
@@ -9,7 +10,8 @@ choices, and whether ``None`` is allowed (and what it then means). :func:`checke
 * ``str``: a string, one of ``choices`` when given.
 
 A value of the wrong kind raises a ``TypeError``, one out of range (or not finite) a ``ValueError``; either
-message names the setting, the value, what is expected, and the default when there is one.
+message names the setting, the value, what is expected, and the default when there is one. :func:`require` raises
+such a ``ValueError`` for a constraint that involves other values or the model's shape.
 
 Settings dataclasses (a mechanism's, ``attention_settings.AttentionSettings``; the local part's,
 ``local_settings.LocalPartSettings``) extend :class:`DeclaredSettings` and declare their fields with :func:`setting`;
@@ -29,8 +31,7 @@ NO_DEFAULT = object()
 
 @dataclass(frozen=True)
 class Spec:
-    """A value's kind, bounds (``minimum``/``maximum`` inclusive, ``above``/``below`` exclusive) and ``choices``;
-    ``none_means``: what an allowed ``None`` stands for."""
+    """A value's kind, bounds and ``choices``; ``none_means``: what an allowed ``None`` means."""
 
     kind: type
     minimum: float | None = None
@@ -41,7 +42,7 @@ class Spec:
     none_means: str | None = None
 
     def describe(self) -> str:
-        """In words, e.g. ``"an integer >= 1, or None for the head width"``."""
+        """In words, e.g. ``"a positive integer"``."""
         kind = {
             bool: "a bool, True or False (true or false in JSON; not a string or a number)",
             int: "an integer",
@@ -63,14 +64,14 @@ class Spec:
         return " ".join([kind, " and ".join(bounds)]).strip() + none
 
     def of_kind(self, value: Any) -> bool:
-        """Whether ``value`` has the kind; ints pass as floats (JSON writes ``0.0`` as ``0``), bools only as bools."""
+        """Whether ``value`` has the kind; ints pass as floats, bools only as bools."""
         if isinstance(value, bool) or self.kind is bool:
             return isinstance(value, bool) and self.kind is bool
         numeric = {int: numbers.Integral, float: numbers.Real}
         return isinstance(value, numeric.get(self.kind, self.kind))
 
     def in_range(self, value: Any) -> bool:
-        """Whether a value of the kind is finite, in bounds and in ``choices``."""
+        """Whether a value of the kind is finite, in bounds and ``choices``."""
         if self.kind is float and not math.isfinite(value):
             return False
         return not (
@@ -84,7 +85,7 @@ class Spec:
 
 def checked(name: str, value: Any, spec: Spec, where: str = "attention setting", default: Any = NO_DEFAULT,
             fix: str = "") -> Any:
-    """``value`` converted to the spec's kind, else a ``TypeError`` (wrong kind) or ``ValueError`` (out of range)."""
+    """``value`` as the spec's kind; ``TypeError`` or ``ValueError`` if it does not fit."""
     if value is None and spec.none_means is not None:
         return None
     fits_kind = spec.of_kind(value)
@@ -97,13 +98,13 @@ def checked(name: str, value: Any, spec: Spec, where: str = "attention setting",
 
 
 def setting(default: Any, kind: type, **limits: Any) -> dataclasses.Field:
-    """A dataclass field whose value must fit ``Spec(kind, **limits)``, e.g. ``setting(1e-6, float, above=0)``."""
+    """A dataclass field whose value must fit ``Spec(kind, **limits)``."""
     return dataclasses.field(default=default, metadata={"spec": Spec(kind, **limits)})
 
 
 @dataclass(frozen=True)
 class DeclaredSettings:
-    """A frozen dataclass of :func:`setting` fields, checked and converted when built."""
+    """A frozen dataclass of :func:`setting` fields, checked when built."""
 
     def __post_init__(self):
         for field in dataclasses.fields(self):
@@ -120,6 +121,6 @@ class DeclaredSettings:
 
 
 def require(condition: bool, setting: str, value: Any, allowed: str) -> None:
-    """Unless ``condition``, raise a ``ValueError`` naming ``setting``, ``value`` and ``allowed``."""
+    """Unless ``condition``, a ``ValueError``: ``setting=value`` must be ``allowed``."""
     if not condition:
         raise ValueError(f"Invalid attention setting {setting}={value!r}: it must be {allowed}.")

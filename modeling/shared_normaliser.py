@@ -50,7 +50,7 @@ class SharedNormaliserAttention(HybridAttention):
     exact_terms: ClassVar[Callable[[torch.Tensor, torch.Tensor], torch.Tensor]]
 
     def exact_forward(self, hidden_states, padding_mask=None, state=None, output_attentions=False) -> AttentionOutput:
-        if self.parts == "both" and self.window.initial_mechanism_weight is not None:
+        if self.parts != "mechanism" and self.window.initial_mechanism_weight is not None:
             return self.attend_under_one_normaliser(hidden_states, padding_mask, output_attentions)
         return super().exact_forward(hidden_states, padding_mask, state, output_attentions)
 

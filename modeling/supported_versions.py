@@ -8,7 +8,7 @@ an unrelated error. The configuration and model files import it before anything 
 import transformers
 
 SUPPORTED_TRANSFORMERS = ">=5.20,<6"
-LOWEST_TRANSFORMERS = (5, 20)  # the lowest the tests run on (.ci/run's second lane)
+LOWEST_TRANSFORMERS = (5, 20)  # the lowest tested (.ci/run's second lane)
 SUPPORTED_TORCH = ">=2.4"
 
 

@@ -11,12 +11,14 @@ alone and is not bypassed by the window; evaluation switches the mechanism's par
     with only_part(model, "mechanism" if dropout.drops(step) else None):
         loss = model(**batch).loss
 
-:func:`mechanism_weights` reads each layer's learned per-head weight on the mechanism's part, ``sigma(mechanism_logit)``,
-and :func:`check_mechanism_weights` stops a training run whose weights stopped being numbers.
+:func:`mechanism_weights` reads each layer's learned per-head weight on the mechanism's part,
+``sigma(mechanism_logit)``, and :func:`check_mechanism_weights` stops a training run whose weights stopped being
+numbers.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from contextlib import contextmanager
 
@@ -43,18 +45,26 @@ def has_hybrid_layers(model: nn.Module) -> bool:
 
 @contextmanager
 def only_part(model: nn.Module, part: str | None):
-    """Within the block, every hybrid layer of ``model`` runs ``part`` alone (``"window"`` or ``"mechanism"``);
-    ``None`` changes nothing. Restores both parts afterwards."""
+    """Within the block, every hybrid layer of ``model`` runs ``part`` alone; ``None`` changes nothing. The mechanism
+    alone skips the local part (``layer.parts``); the window alone is the layer with its gate closed (``sigma = 0``:
+    the part's output exactly, the mechanism still run, weighted zero; an evaluation's measure). Restores both."""
     if part not in (None, *PARTS):
         raise ValueError(f"part={part!r} is not one of {', '.join(PARTS)} (or None for both).")
     layers = hybrid_layers(model) if part else []
-    for layer in layers:
-        layer.parts = part
+    gates = [layer.window.mechanism_logit.detach().clone() for layer in layers]
+    with torch.no_grad():
+        for layer in layers:
+            if part == "mechanism":
+                layer.parts = part
+            else:
+                layer.window.mechanism_logit.fill_(-math.inf)
     try:
         yield
     finally:
-        for layer in layers:
-            layer.parts = "both"
+        with torch.no_grad():
+            for layer, gate in zip(layers, gates):
+                layer.parts = "both"
+                layer.window.mechanism_logit.copy_(gate)
 
 
 class WindowDropout:

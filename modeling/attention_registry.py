@@ -62,7 +62,7 @@ def register_attention(name: str):
 
 
 def register_local_part(kind: str):
-    """Class decorator registering an exact local part as ``kind`` (``"window"``, ``"blocks"``)."""
+    """Class decorator registering an exact local part (a ``LocalPart`` subclass) as ``kind``."""
 
     def decorate(cls: type) -> type:
         registered(_LOCAL_PARTS, kind, cls, "local part")

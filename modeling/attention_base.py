@@ -77,7 +77,6 @@ class EfficientAttention(nn.Module):
     needs_max_length: ClassVar[bool] = False
     uses_query_key: ClassVar[bool] = True
     has_own_kernels: ClassVar[bool] = False
-    # ", or ..." ending the length error
     length_limit_fix: ClassVar[str] = ""
 
     def __init__(self, hidden_size: int, num_heads: int, settings: AttentionSettings, *, max_length: int | None = None,

@@ -103,7 +103,8 @@ def block_softmax(query, key, value, blocks: AlignedBlocks, dropout_p: float) ->
 
 @register_local_part("blocks")
 class LocalBlocks(LocalPart):
-    """Exact softmax in aligned blocks of ``local_block`` real tokens, with ``global_tokens`` global ones."""
+    """Exact softmax in aligned blocks of ``S = local_block``: i attends to real j if ``rank_i // S == rank_j // S`` or
+    ``rank_j < g``; a global token to all."""
 
     def __init__(self, num_heads: int, local_block: int, global_tokens: int = 0,
                  mechanism_weight: float | None = None):

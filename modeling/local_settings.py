@@ -37,7 +37,7 @@ from typing import Any
 
 from .settings import DeclaredSettings, require, setting
 
-DEFAULT_WINDOW = 128  # ModernBERT's, for the part alone ('local') without a size
+DEFAULT_WINDOW = 128  # ModernBERT's, for 'local' without a size
 # The gate's start sigma(mechanism_logit) by (join, kind).
 GATE_STARTS = {("mixed", "window"): 0.5, ("mixed", "blocks"): 0.01,
                ("shared", "window"): 0.01, ("shared", "blocks"): 1e-4}
@@ -45,8 +45,8 @@ GATE_STARTS = {("mixed", "window"): 0.5, ("mixed", "blocks"): 0.01,
 LOCAL_PART_DEFAULTS = {"local_window": None, "local_block": None, "global_tokens": 0, "local_window_every": 1,
                        "initial_mechanism_weight": None, "shared_normaliser": None}
 LOCAL_PART_SETTINGS = tuple(LOCAL_PART_DEFAULTS)
-WITH_THE_PACKAGE = ("pip install hf_effattn and load the folder without trust_remote_code (the package builds any "
-                    "local part).")
+WITH_THE_PACKAGE = ("pip install hf_effattn, import it and load the folder without trust_remote_code (the package "
+                    "builds any local part).")
 
 
 @dataclass(frozen=True)

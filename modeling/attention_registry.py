@@ -88,7 +88,7 @@ def hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) 
     return composed_class(composition_for(mechanism, local), _LOCAL_PARTS[local.kind], mechanism)
 
 
-def without_hybrid_class(mechanism: type[EfficientAttention], local: LocalPartSettings) -> type[EfficientAttention]:
+def without_hybrid_class(mechanism: type[EfficientAttention], local: Any) -> type[EfficientAttention]:
     """What stands for :func:`hybrid_class` in the code of a Hub folder whose model has no local part (its config
     refuses one before): a ``ValueError``."""
     raise ValueError(f"This model's code has no local part: {WITH_THE_PACKAGE}")

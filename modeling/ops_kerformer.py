@@ -21,11 +21,9 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .kernel_attention import kernelized_attention
 from .masking import token_ranks, zero_pads
 
-SEWeights = tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]
-
 
 def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
-                  se_weights: SEWeights | None) -> torch.Tensor:
+                  se_weights: tuple[torch.Tensor, ...] | None) -> torch.Tensor:
     """SE-K (Sec. 3.5): ``keys [B, h, N, d]`` times ``sigmoid(W_2 (W_1 p + b_1) + b_2)``, ``p`` their mean."""
     if se_weights is None:
         return keys
@@ -44,15 +42,15 @@ def reweight_keys(keys: torch.Tensor, padding_mask: torch.Tensor | None, se_mode
 
 
 def kerformer_features(query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None, se_mode: str,
-                       se_weights: SEWeights | None) -> tuple[torch.Tensor, torch.Tensor]:
+                       se_weights: tuple[torch.Tensor, ...] | None) -> tuple[torch.Tensor, torch.Tensor]:
     """``phi(Q) = sigmoid(Q)`` (Eq. 7) and ``K' = SE-K(softmax_d(K))`` (Eq. 8): ``[B, h, N, d]``."""
     keys = zero_pads(torch.softmax(key, dim=-1), padding_mask, token_dim=2)
     return torch.sigmoid(query), reweight_keys(keys, padding_mask, se_mode, se_weights)
 
 
 def kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                        padding_mask: torch.Tensor | None, se_mode: str, se_weights: SEWeights | None, eps: float,
-                        key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
+                        padding_mask: torch.Tensor | None, se_mode: str, se_weights: tuple[torch.Tensor, ...] | None,
+                        eps: float, key_dropout: Callable[[torch.Tensor], torch.Tensor | None] | None = None,
                         summary_chunk: int = 512, output_attentions: bool = False):
     """``out_i = phi(q_i) (sum_j K'_j^T v_j) / (phi(q_i) . sum_j K'_j + eps)`` (Eq. 9), right to left (arguments: the
     module docstring; ``key_dropout``, ``summary_chunk``: :func:`~kernel_attention.kernelized_attention`'s).
@@ -64,8 +62,8 @@ def kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Ten
 
 
 def naive_kerformer_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-                              padding_mask: torch.Tensor | None, se_mode: str, se_weights: SEWeights | None,
-                              eps: float) -> AttentionOutput:
+                              padding_mask: torch.Tensor | None, se_mode: str,
+                              se_weights: tuple[torch.Tensor, ...] | None, eps: float) -> AttentionOutput:
     """Kerformer with its N x N attention matrix built and applied (Gan et al. 2023; arguments: the module docstring).
 
     Eq. 7: ``phi(q) = sigmoid(q)``; Eq. 8: ``varphi(k) = softmax_d(k)``, row by row; Sec. 3.5, SE-K: the mean of

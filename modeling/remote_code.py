@@ -1,13 +1,12 @@
 """The remote code of a saved folder: one ``configuration_effattn.py`` and one ``modeling_effattn_<family>.py``
 generated for its model from this folder's modules, as Transformers generates its one-file models from ``modular_*.py``:
 
-* each module is read with ``ast``; its top-level definitions are kept where the roots reach them by name
-  (annotations are never evaluated), with their docstrings and comments, in the modules' order, under a comment
-  naming their module;
+* each module is read with ``ast``; its top-level definitions are kept where the roots reach them by name (annotations
+  never pull one in, and lose the alternatives naming a class left out), with their docstrings and comments, in the
+  modules' order, under a comment naming their module;
 * the roots: the config class and the settings of the model's mechanism and of softmax (the config's default); the
   model classes that ``auto_map`` names, the mechanism, and its local part and their composition where it has one;
-  and what a kept module runs on import (registrations, the version check). The modeling file imports the config
-  file's definitions it uses, first;
+  and what a kept module runs on import. The modeling file imports the config file's definitions it uses, first;
 * none of the package's own machinery (:data:`PACKAGE_ONLY`: conversion, extension, the fast paths, the papers'
   metadata, pickling, this generator; a folder runs the exact path, the one tested against the papers' references),
   stand-ins for a few functions (:data:`STAND_INS`) and, without a local part, none of its (:data:`WITHOUT_LOCAL_PART`).
@@ -24,9 +23,9 @@ from pathlib import Path
 
 from transformers.dynamic_module_utils import get_relative_import_files
 
+from .remote_code_text import CONFIG_MODULE, PRELUDE, render
+
 MODELING = Path(__file__).parent
-CONFIG_MODULE = "configuration_effattn"
-PRELUDE = "supported_versions"  # its check runs before anything imports from Transformers
 # The package's own machinery, which a saved folder does not run. "Class.member" (or "*.member", in every class) ->
 # None (the method or class attribute is left out), or the statement a method's body becomes.
 EXACT_PATH = "return None  # a Hub folder's code runs the exact path"
@@ -51,8 +50,8 @@ PACKAGE_ONLY = {
     **dict.fromkeys(f"*.{name}" for name in ("tensors_forward", "fast_mixes", "mix_with_kernels", "mix_compiled",
                                              "has_own_kernels")),
 }
-# Functions a Hub folder's code holds a stand-in for: name -> the function of the same module written for that code.
-# a folder's config.json is written in the current spelling, and its registries hold its own classes only
+# Functions a Hub folder's code holds a stand-in for: name -> the function of the same module written for that code
+# (its config.json is in the current spelling, its registries hold its own classes once)
 STAND_INS = {"current_spelling": "as_written", "registered": "registered_once"}
 # ... and for a model without a local part, in place of the functions that read one (the config refuses its settings)
 WITHOUT_LOCAL_PART = {"local_part_settings": "without_local_part", "hybrid_class": "without_hybrid_class"}
@@ -215,6 +214,19 @@ def substituted(modules: list[Module], substitutes: dict[str, str]) -> list[Modu
     return modules
 
 
+def without_alternatives(modules: list[Module], kept: list[Definition], elsewhere: set[str] = frozenset()):
+    """``kept``, its annotations without the ``X |`` naming a class that ``modules`` define and the file does not hold
+    (nor import, ``elsewhere``): without a local part, ``LocalPartSettings | None`` is ``None``."""
+    held = set().union(elsewhere, *(d.binds for d in kept))
+    absent = set().union(*(d.annotated for d in kept)) & {n for m in modules for d in m.definitions for n in d.binds}
+    absent -= held
+    if not absent:
+        return kept
+    names = "|".join(sorted(absent))
+    alternative = re.compile(rf"\b(?:{names})\b\s*\|\s*|\s*\|\s*\b(?:{names})\b")
+    return [dataclasses.replace(d, source=alternative.sub("", d.source), annotated=d.annotated - absent) for d in kept]
+
+
 def definitions_by_name(modules: list[Module]) -> dict[str, Definition]:
     """Each module-level name of ``modules`` and its definition; a name defined in two modules is an error (the
     generated file has one namespace), unless both define it alike (``logger = logging.getLogger(__name__)``)."""
@@ -246,60 +258,6 @@ def reachable(modules: list[Module], roots: set[str], elsewhere: set[str] = froz
     return [d for module in modules for d in module.definitions if id(d) in kept]
 
 
-def import_lines(modules: list[Module], kept: list[Definition]) -> list[str]:
-    """The absolute imports the ``kept`` definitions use, one line each (``import x``, ``from x import a, b``)."""
-    used = set().union(*(d.uses | d.annotated for d in kept))
-    plain, names_from, sources = [], {}, {}
-    for node in (node for module in modules for node in module.imports):
-        for alias in node.names:
-            bound = alias.asname or alias.name.split(".")[0]
-            if bound not in used:
-                continue
-            spelled = alias.name if alias.asname is None else f"{alias.name} as {alias.asname}"
-            source = (getattr(node, "module", None), alias.name)
-            if sources.setdefault(bound, source) != source:
-                raise ValueError(f"{bound} names both {sources[bound]} and {source} in the modules' imports: the "
-                                 "generated remote code needs one meaning per name; import one under another name.")
-            if isinstance(node, ast.Import):
-                plain.append(f"import {spelled}")
-            else:
-                names_from.setdefault(node.module, set()).add(spelled)
-    froms = [wrapped_import(module, sorted(names)) for module, names in names_from.items()]
-    return sorted(set(plain)) + sorted(froms)
-
-
-def wrapped_import(module: str, names: list[str]) -> str:
-    """``from module import names``, wrapped in parentheses past 120 characters."""
-    line = f"from {module} import {', '.join(names)}"
-    if len(line) <= 120:
-        return line
-    listed = textwrap.fill(", ".join(names) + ",", width=116, initial_indent="    ", subsequent_indent="    ")
-    return f"from {module} import (\n{listed}\n)"
-
-
-def render(modules: list[Module], kept: list[Definition], docstring: str, imported: list[str]) -> str:
-    """One file: ``docstring``; ``from .configuration_effattn import`` the ``imported`` names, first (that file checks
-    the Transformers version), or the :data:`PRELUDE` module's kept definitions with their imports; the other
-    imports; then each module's kept definitions under a comment naming it."""
-    prelude = [d for d in kept if d.module == PRELUDE]
-    rest = [d for d in kept if d.module != PRELUDE]
-    blocks = [f'"""{docstring}\n"""', "from __future__ import annotations"]
-    if imported:
-        first = "# First: the config file checks the Transformers version."
-        blocks.append(f"{first}\n{wrapped_import(f'.{CONFIG_MODULE}', imported)}")
-    if prelude:
-        blocks.append("\n".join(import_lines([m for m in modules if m.name == PRELUDE], prelude)))
-        blocks += [d.source.strip("\n") for d in prelude]
-    blocks.append("\n".join(line for line in import_lines([m for m in modules if m.name != PRELUDE], rest)
-                            if line not in blocks))
-    for module in modules:
-        own = [d.source.strip("\n") for d in rest if d.module == module.name]
-        if own:
-            blocks.append(f"# From {module.name}.py\n\n" + "\n\n\n".join(own))
-    head, tail = blocks[:2], [block for block in blocks[2:] if block.strip()]
-    return "\n\n".join(head) + "\n\n" + "\n\n\n".join(tail) + "\n"
-
-
 def generated_files(config, model_classes: list[type]) -> dict[str, str]:
     """File name -> source of the remote code of a model of ``model_classes`` (one family's, as ``auto_map`` names
     them) configured by ``config`` (its mechanism and its local part): ``configuration_effattn.py`` and the family's
@@ -312,7 +270,7 @@ def generated_files(config, model_classes: list[type]) -> dict[str, str]:
                     get_settings_class(config_class.attention_type).__name__, "check_transformers_version"}
     substitutes = {**STAND_INS, **(WITHOUT_LOCAL_PART if local is None else {})}
     config_modules = substituted(closure([CONFIG_MODULE]), substitutes)
-    config_kept = reachable(config_modules, config_roots)
+    config_kept = without_alternatives(config_modules, reachable(config_modules, config_roots))
     config_names = set().union(*(d.binds for d in config_kept))
     family = model_classes[0].__module__.rsplit(".", 1)[-1]
     model_modules = substituted(closure([family]), substitutes)
@@ -320,7 +278,8 @@ def generated_files(config, model_classes: list[type]) -> dict[str, str]:
     if local is not None:
         mechanism = get_attention_class(attention_type)
         model_roots |= {_LOCAL_PARTS[local.kind].__name__, composition_for(mechanism, local).__name__}
-    model_kept = [d for d in reachable(model_modules, model_roots, config_names) if not d.binds & config_names]
+    model_kept = without_alternatives(model_modules, [
+        d for d in reachable(model_modules, model_roots, config_names) if not d.binds & config_names], config_names)
     used = set().union(*(d.uses | d.annotated for d in model_kept))
     return {
         f"{CONFIG_MODULE}.py": render(config_modules, config_kept, file_docstring(CONFIG_MODULE, attention_type), []),

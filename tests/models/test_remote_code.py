@@ -5,6 +5,8 @@ be imported, offline, and give the same outputs."""
 
 from __future__ import annotations
 
+import ast
+import builtins
 import json
 import os
 import re
@@ -21,6 +23,7 @@ from transformers.dynamic_module_utils import get_relative_import_files
 import hf_effattn
 from hf_effattn.modeling.attentions import get_attention_class
 from hf_effattn.modeling.local_settings import WITH_THE_PACKAGE
+from hf_effattn.modeling.remote_code import generated_files
 from hf_effattn.modeling.modeling_effattn_roberta import AUTO_CLASSES as TEXT_AUTO_CLASSES
 from hf_effattn.modeling.modeling_effattn_vit import AUTO_CLASSES as VISION_AUTO_CLASSES
 from helpers.models import BLOCK_PACKAGE, HYBRIDS, MECHANISMS, pixel_values, text_config, text_inputs, vision_config
@@ -200,6 +203,41 @@ def test_a_folders_code_is_short_enough_to_read_before_trusting_it(tmp_path):
     assert folder_code_size(kerformer, tmp_path / "kerformer") <= 70_000
     block_hybrid = hf_effattn.EffAttnRobertaForMaskedLM(text_config("kerformer", local_block=4))
     assert folder_code_size(block_hybrid, tmp_path / "block-hybrid") <= 80_000
+
+
+def undefined_names(source: str) -> set[str]:
+    """The names that ``source``'s code or annotations read at module level or below, which the file neither defines,
+    imports nor gets from Python (a linter's "undefined name")."""
+    tree = ast.parse(source)
+    defined = set(dir(builtins)) | {"__name__", "__file__"}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+            defined.add(node.name)
+            defined |= {arg.arg for arg in ast.walk(node) if isinstance(arg, ast.arg)}
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            defined.add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.comprehension, ast.ExceptHandler)) and getattr(node, "name", None):
+            defined.add(node.name)
+    read = {node.id for node in ast.walk(tree) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
+    return read - defined
+
+
+@pytest.mark.parametrize("config", [
+    *[{"attention_type": name} for name in MECHANISMS],
+    {"attention_type": "kerformer", "local_block": 4},
+    {"attention_type": "dba", "local_window": 4, "global_tokens": 1},
+], ids=str)
+def test_a_folders_code_names_nothing_it_does_not_define(config):
+    """Every name a folder's two files read, annotations included, is defined there or imported: a folder without a
+    local part has no ``LocalPartSettings``, so its annotations lose that alternative (``LocalPartSettings | None`` is
+    None there)."""
+    for family_config, model_class in ((text_config, hf_effattn.EffAttnRobertaModel),
+                                       (vision_config, hf_effattn.EffAttnViTModel)):
+        files = generated_files(family_config(**config), list(model_class.auto_classes.values()))
+        for name, source in files.items():
+            assert undefined_names(source) == set(), name
 
 
 def test_a_push_from_save_pretrained_uploads_the_generated_code(tmp_path, monkeypatch):

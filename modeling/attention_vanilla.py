@@ -24,7 +24,7 @@ import torch.nn.functional as F
 from .attention_base import AttentionOutput, EfficientAttention
 from .attention_registry import register_attention, register_settings
 from .attention_settings import AttentionSettings
-from .masking import masked_fill_min
+from .masking import scaled_softmax
 
 
 @register_settings("eager", "sdpa")
@@ -55,10 +55,8 @@ class EagerAttention(EfficientAttention):
 
     def probabilities(self, query: torch.Tensor, key: torch.Tensor, padding_mask: torch.Tensor | None) -> torch.Tensor:
         """``softmax(Q K^T / sqrt(d))`` over real keys, ``[B, h, N, N]``."""
-        scores = torch.matmul(query, key.transpose(-1, -2)) * self.head_dim**-0.5
         keep = None if padding_mask is None else padding_mask[:, None, None, :]
-        softmax_dtype = torch.promote_types(scores.dtype, torch.float32)  # at least float32, float64 stays
-        return torch.softmax(masked_fill_min(scores, keep), dim=-1, dtype=softmax_dtype).to(query.dtype)
+        return scaled_softmax(query, key, keep).to(query.dtype)
 
     def chunked_context(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                         padding_mask: torch.Tensor | None) -> torch.Tensor:

@@ -37,13 +37,7 @@ from .attention_base import AttentionOutput, EfficientAttention
 from .attention_registry import empty_hybrid, register_composition
 from .attention_settings import AttentionSettings
 from .local_settings import LocalPartSettings
-from .masking import RankOrder, at_least_float32, masked_softmax
-
-
-def scaled_softmax(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-    """``softmax(Q K^T / sqrt(d))`` ``[B, h, Q, K]`` over the ``allowed`` keys, in at least float32."""
-    scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
-    return masked_softmax(at_least_float32(scores), allowed, dim=-1)
+from .masking import RankOrder, scaled_softmax
 
 
 class LocalOutput(NamedTuple):

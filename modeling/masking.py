@@ -119,6 +119,12 @@ def masked_softmax(logits: torch.Tensor, keep: torch.Tensor | None, dim: int) ->
     return torch.softmax(masked_fill_min(logits, keep), dim=dim)
 
 
+def scaled_softmax(query: torch.Tensor, key: torch.Tensor, allowed: torch.Tensor | None) -> torch.Tensor:
+    """``softmax(Q K^T / sqrt(d))`` ``[B, h, Q, K]`` over the ``allowed`` keys, in at least float32."""
+    scores = query @ key.transpose(-1, -2) * query.shape[-1] ** -0.5
+    return masked_softmax(at_least_float32(scores), allowed, dim=-1)
+
+
 def zero_pads(x: torch.Tensor, padding_mask: torch.Tensor | None, token_dim: int = 1) -> torch.Tensor:
     """``x`` (tokens along ``token_dim``) zeroed at pads."""
     if padding_mask is None:
